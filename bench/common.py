@@ -1,0 +1,84 @@
+"""Shared plumbing for the benchmarks: machine description, timing, and the JSON result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine_info() -> dict:
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = re.search(r"model name\s*:\s*(.*)", f.read()).group(1).strip()
+        with open("/proc/meminfo") as f:
+            info["memory_gib"] = round(int(re.search(r"MemTotal:\s*(\d+)", f.read()).group(1)) / 2**20, 1)
+    except (OSError, AttributeError):
+        pass
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return info
+
+
+def machine_slug(info: dict) -> str:
+    """A short file-name-safe machine name: the GPU's if there is one, else cores and CPU."""
+    if os.environ.get("DRMARIO_MACHINE"):
+        return os.environ["DRMARIO_MACHINE"]
+    name = info.get("gpu") or f"cpu{info['cores']}-{info['cpu']}"
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("(r)", "").replace("processor", ""))
+    return slug.strip("-")[:48]
+
+
+def rate(fn: Callable[[], int], min_seconds: float = 1.0) -> float:
+    """Items per second of fn (which returns how many items it did), repeated for min_seconds."""
+    fn()  # warm up (compilation, caches)
+    done, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < min_seconds:
+        done += fn()
+    return done / elapsed
+
+
+def report(name: str, settings: dict, figures: dict, targets: dict | None = None) -> Path:
+    """Print the figures and write them, with the machine and settings, to results/NAME-MACHINE.json."""
+    info = machine_info()
+    result = {
+        "benchmark": name,
+        "machine": info,
+        "settings": settings,
+        "figures": figures,
+        "targets": targets or {},
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    width = max(map(len, figures))
+    print(f"{name} on {info.get('gpu') or info['cpu']} ({info['cores']} cores)")
+    for key, value in figures.items():
+        target = f"   (target {targets[key]:,})" if targets and key in targets else ""
+        shown = f"{value:,.1f}" if isinstance(value, float) else f"{value}"
+        print(f"  {key:<{width}}  {shown}{target}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}-{machine_slug(info)}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"  -> {path}")
+    return path

@@ -1,0 +1,37 @@
+"""drmario-kit: an AlphaZero-style Dr. Mario player and the tools to study it.
+
+The engine (NES rules, maryodel formats, level generation, legal placements) is importable from
+the top level; encoders, search, network and training live in submodules.
+"""
+
+from .board import ALL_PILLS, Board, Colour, FormatError, Move, Pill, Shape, move_cells
+from .game import DEFAULT_STALL_LIMIT, Game, GameRecord, Outcome
+from .level import Level, PillSequence, new_level, virus_count
+from .rules import PlaceResult, canonical, is_legal, legal_mask, legal_moves, place
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ALL_PILLS",
+    "Board",
+    "Colour",
+    "DEFAULT_STALL_LIMIT",
+    "FormatError",
+    "Game",
+    "GameRecord",
+    "Level",
+    "Move",
+    "Outcome",
+    "Pill",
+    "PillSequence",
+    "PlaceResult",
+    "Shape",
+    "canonical",
+    "is_legal",
+    "legal_mask",
+    "legal_moves",
+    "move_cells",
+    "new_level",
+    "place",
+    "virus_count",
+]

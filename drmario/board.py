@@ -1,0 +1,268 @@
+"""The board, pill and move types, and the maryodel text formats (rules.md sections 1-3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import NamedTuple
+
+import numpy as np
+
+from . import kernels as K
+
+BOARD_LETTERS = K.WIDTH * K.HEIGHT
+
+
+class Colour(IntEnum):
+    RED = K.RED
+    YELLOW = K.YELLOW
+    BLUE = K.BLUE
+
+    @property
+    def letter(self) -> str:
+        return "ryb"[self - 1]
+
+
+class Shape(IntEnum):
+    VIRUS = K.VIRUS
+    DISCONNECTED = K.DISCONNECTED
+    BOTTOM = K.BOTTOM
+    TOP = K.TOP
+    LEFT = K.LEFT
+    RIGHT = K.RIGHT
+
+
+def _letter_tables() -> tuple[np.ndarray, np.ndarray]:
+    to_code = np.full(256, -1, np.int16)
+    to_letter = np.full(32, ord("?"), np.uint8)
+    for shape in Shape:
+        for colour in Colour:
+            code = shape << 2 | colour
+            to_code[0x60 | code] = code
+            to_letter[code] = 0x60 | code
+    to_code[ord("d")] = K.EMPTY
+    to_letter[K.EMPTY] = ord("d")
+    return to_code, to_letter
+
+
+LETTER_TO_CODE, CODE_TO_LETTER = _letter_tables()
+
+
+class FormatError(ValueError):
+    """A board, pill or move that does not follow the maryodel formats; the message says where."""
+
+
+def _position(i: int) -> str:
+    return f"position {i} (x={i % K.WIDTH}, y={K.HEIGHT - 1 - i // K.WIDTH})"
+
+
+def _string_index(x: int, y: int) -> int:
+    return K.WIDTH * (K.HEIGHT - 1 - y) + x
+
+
+def _check_pairs(cells: np.ndarray, text: str | None) -> None:
+    """Raise FormatError at the first half whose partner is missing (in board-string order)."""
+    shape = np.where(cells == K.EMPTY, -1, cells >> 2)
+    pad = np.full((K.WIDTH + 2, K.HEIGHT + 2), -1, np.int16)
+    pad[1:-1, 1:-1] = shape
+    wants = {  # shape -> (dx, dy, partner shape, where the partner should be)
+        K.LEFT: (1, 0, K.RIGHT, "to its right"),
+        K.RIGHT: (-1, 0, K.LEFT, "to its left"),
+        K.BOTTOM: (0, 1, K.TOP, "above it"),
+        K.TOP: (0, -1, K.BOTTOM, "below it"),
+    }
+    bad = []
+    for s, (dx, dy, partner, where) in wants.items():
+        neighbour = pad[1 + dx : 1 + dx + K.WIDTH, 1 + dy : 1 + dy + K.HEIGHT]
+        for x, y in zip(*np.nonzero((shape == s) & (neighbour != partner))):
+            bad.append((_string_index(int(x), int(y)), Shape(s).name.lower(), Shape(partner).name.lower(), where))
+    if bad:
+        i, half, partner, where = min(bad)
+        letter = f" {text[i]!r}" if text is not None else ""
+        raise FormatError(f"board: {half} half{letter} at {_position(i)} has no {partner} half {where}")
+
+
+class Board:
+    """An 8x16 Dr. Mario bottle. Immutable; ``cells`` is a read-only uint8[8, 16] array [x, y].
+
+    >>> Board.from_string("d" * 56 + "c" + "d" * 24 + "a" + "d" * 6 + "bb" + "d" * 38).virus_count
+    4
+    """
+
+    __slots__ = ("_cells", "_hash")
+
+    def __init__(self, cells: np.ndarray) -> None:
+        cells = np.array(cells, dtype=np.uint8)
+        if cells.shape != (K.WIDTH, K.HEIGHT):
+            raise FormatError(f"board: cells must have shape (8, 16), got {cells.shape}")
+        bad = np.argwhere((cells >= 32) | (CODE_TO_LETTER[np.minimum(cells, 31)] == ord("?")))
+        if len(bad):
+            x, y = bad[0]
+            raise FormatError(f"board: invalid cell code {cells[x, y]} at x={x}, y={y}")
+        _check_pairs(cells, None)
+        self._set(cells)
+
+    def _set(self, cells: np.ndarray) -> None:
+        cells.flags.writeable = False
+        self._cells = cells
+        self._hash = None
+
+    @classmethod
+    def _wrap(cls, cells: np.ndarray) -> Board:
+        """Trusted constructor for engine output (no validation, takes ownership of cells)."""
+        board = cls.__new__(cls)
+        board._set(cells)
+        return board
+
+    @classmethod
+    def empty(cls) -> Board:
+        return cls._wrap(np.zeros((K.WIDTH, K.HEIGHT), np.uint8))
+
+    @classmethod
+    def from_string(cls, text: str) -> Board:
+        """Parse a 128-letter maryodel board string (top row first, each row left to right)."""
+        if not isinstance(text, str):
+            raise FormatError(f"board: expected a string, got {type(text).__name__}")
+        if len(text) != BOARD_LETTERS:
+            raise FormatError(f"board: expected {BOARD_LETTERS} letters, got {len(text)}")
+        raw = np.frombuffer(text.encode("latin-1", errors="replace"), np.uint8)
+        codes = LETTER_TO_CODE[raw] if raw.size == BOARD_LETTERS else np.full(BOARD_LETTERS, -1)
+        if (codes < 0).any():
+            i = int(np.argmax(codes < 0))
+            raise FormatError(f"board: invalid letter {text[i]!r} at {_position(i)}")
+        cells = codes.astype(np.uint8).reshape(K.HEIGHT, K.WIDTH)[::-1].T.copy()
+        _check_pairs(cells, text)
+        return cls._wrap(cells)
+
+    def to_string(self) -> str:
+        return CODE_TO_LETTER[self._cells.T[::-1]].tobytes().decode("ascii")
+
+    @property
+    def cells(self) -> np.ndarray:
+        return self._cells
+
+    def __getitem__(self, xy: tuple[int, int]) -> str:
+        """The maryodel letter of cell (x, y)."""
+        return chr(CODE_TO_LETTER[self._cells[xy]])
+
+    @property
+    def virus_count(self) -> int:
+        return int(K.count_viruses(self._cells))
+
+    def copy(self) -> Board:
+        return Board._wrap(self._cells.copy())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Board) and np.array_equal(self._cells, other._cells)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self._cells.tobytes())
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Board.from_string({self.to_string()!r})"
+
+    def __str__(self) -> str:
+        """A grid, top row first: viruses R Y B, pill halves r y b ('-' joins the halves of a
+        horizontal pill; the SVG picture also shows vertical pairs), '.' empty."""
+        rows = []
+        for y in range(K.HEIGHT - 1, -1, -1):
+            line = []
+            for x in range(K.WIDTH):
+                c = int(self._cells[x, y])
+                if c == K.EMPTY:
+                    glyph = "."
+                else:
+                    letter = "ryb"[(c & 3) - 1]
+                    glyph = letter.upper() if c >> 2 == K.VIRUS else letter
+                line.append(glyph + ("-" if c != K.EMPTY and c >> 2 == K.LEFT else " "))
+            rows.append(f"{y:2d} |" + "".join(line)[:-1] + "|")
+        rows.append("    " + " ".join(str(x) for x in range(K.WIDTH)))
+        return "\n".join(rows)
+
+    def _repr_svg_(self) -> str:
+        from .svg import board_svg
+
+        return board_svg(self)
+
+
+class Pill(NamedTuple):
+    """A pill's two colours as spawned: ``left`` at (3, 15), ``right`` at (4, 15)."""
+
+    left: Colour
+    right: Colour
+
+    @classmethod
+    def from_string(cls, text: str) -> Pill:
+        """Parse a spawn-form pill string: a left-half letter (q r s) then a right-half one (u v w)."""
+        if not isinstance(text, str) or len(text) != 2:
+            raise FormatError(f"pill: expected 2 letters, got {text!r}")
+        halves = []
+        for i, (letter, shape) in enumerate(zip(text, (K.LEFT, K.RIGHT))):
+            code = int(LETTER_TO_CODE[ord(letter)]) if ord(letter) < 256 else -1
+            if code <= 0 or code >> 2 != shape:
+                expected = "qrs (left half)" if shape == K.LEFT else "uvw (right half)"
+                raise FormatError(
+                    f"pill {text!r}: letter {i} is {letter!r}, expected one of {expected}; "
+                    "a pill to place is given in its horizontal spawn form"
+                )
+            halves.append(Colour(code & 3))
+        return cls(*halves)
+
+    @classmethod
+    def from_index(cls, index: int) -> Pill:
+        """The pill with index ``3 * (left - 1) + (right - 1)`` (0..8, colours in order r, y, b)."""
+        if not 0 <= index < 9:
+            raise ValueError(f"pill index must be in 0..8, got {index}")
+        return cls(Colour(index // 3 + 1), Colour(index % 3 + 1))
+
+    @property
+    def index(self) -> int:
+        return 3 * (self.left - 1) + (self.right - 1)
+
+    @property
+    def same_colour(self) -> bool:
+        return self.left == self.right
+
+    def to_string(self) -> str:
+        return chr(0x60 | K.LEFT << 2 | self.left) + chr(0x60 | K.RIGHT << 2 | self.right)
+
+    def __repr__(self) -> str:
+        return f"Pill.from_string({self.to_string()!r})"
+
+    def __str__(self) -> str:
+        return self.left.letter + self.right.letter
+
+
+ALL_PILLS: tuple[Pill, ...] = tuple(Pill.from_index(i) for i in range(9))
+
+
+class Move(NamedTuple):
+    """A final resting placement: ``r`` clockwise quarter-turns from spawn, and the cell (x, y) of
+    the pill's bottom-left half."""
+
+    r: int
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class PlacedCell:
+    x: int
+    y: int
+    colour: Colour
+    shape: Shape
+
+
+def move_cells(pill: Pill, move: Move) -> tuple[PlacedCell, ...]:
+    """The cells a pill occupies when locked at move (one cell if a vertical top half is at y=16)."""
+    r, x, y = move
+    left, right = pill
+    if r % 2 == 0:
+        a, b = (left, right) if r == 0 else (right, left)
+        return (PlacedCell(x, y, a, Shape.LEFT), PlacedCell(x + 1, y, b, Shape.RIGHT))
+    bottom, top = (right, left) if r == 1 else (left, right)
+    if y + 1 >= K.HEIGHT:
+        return (PlacedCell(x, y, bottom, Shape.DISCONNECTED),)
+    return (PlacedCell(x, y, bottom, Shape.BOTTOM), PlacedCell(x, y + 1, top, Shape.TOP))

@@ -1,0 +1,64 @@
+"""Legal placements and place-and-resolve on `Board` values (rules.md sections 4-5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels as K
+from .board import Board, Move, Pill
+
+
+def legal_moves(board: Board, pill: Pill) -> list[Move]:
+    """The legal moves of pill on board, sorted by (r, x, y); empty when a spawn cell is occupied.
+
+    A same-colour pill gets one move per placement, with the canonical r in {0, 1}.
+    """
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    n = K.legal_moves_into(board.cells, int(pill.left), int(pill.right), moves)
+    return [Move(*row) for row in moves[:n].tolist()]
+
+
+def legal_mask(board: Board, pill: Pill) -> np.ndarray:
+    """Legal moves as a bool[4, 8, 16] array [r, x, y]; for a same-colour pill the planes r and
+    r + 2 are equal (the layout of the training targets)."""
+    mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
+    K.legal_mask_into(board.cells, int(pill.left), int(pill.right), mask)
+    return mask.view(np.bool_)
+
+
+def canonical(pill: Pill, move: Move) -> Move:
+    """The canonical form of move: r mod 2 for a same-colour pill, move itself otherwise."""
+    return Move(move.r % 2, move.x, move.y) if pill.same_colour else move
+
+
+def is_legal(board: Board, pill: Pill, move: Move) -> bool:
+    r, x, y = move
+    if not (0 <= r < 4 and 0 <= x < K.WIDTH and 0 <= y < K.HEIGHT):
+        return False
+    return bool(legal_mask(board, pill)[r, x, y])
+
+
+@dataclass(frozen=True)
+class PlaceResult:
+    """What happened when a pill was locked and the board resolved."""
+
+    viruses_cleared: int
+    cells_cleared: int
+    clear_rounds: int
+    won: bool  # no virus left
+    topped_out: bool  # not won, and a spawn cell is occupied: the next pill cannot enter
+
+
+def place(board: Board, pill: Pill, move: Move) -> tuple[Board, PlaceResult]:
+    """Lock pill at move and resolve every cascade. Raises ValueError for an illegal move."""
+    move = Move(*move)
+    if not is_legal(board, pill, move):
+        raise ValueError(f"illegal move {tuple(move)} (r, x, y) for pill {pill.to_string()!r} on {board!r}")
+    cells = board.cells.copy()
+    viruses, cleared, rounds = K.place_and_resolve(cells, int(pill.left), int(pill.right), *move)
+    won = K.count_viruses(cells) == 0
+    return Board._wrap(cells), PlaceResult(
+        int(viruses), int(cleared), int(rounds), bool(won), bool(not won and K.spawn_blocked(cells))
+    )

@@ -1,0 +1,121 @@
+"""SVG pictures of boards (no plotting library needed: Jupyter shows ``_repr_svg_`` inline)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import kernels as K
+
+if TYPE_CHECKING:
+    from .board import Board, Move, Pill
+
+COLOURS = {K.RED: "#e8413a", K.YELLOW: "#f2c12e", K.BLUE: "#3b7be0"}
+DARK = {K.RED: "#8c1d18", K.YELLOW: "#9a7410", K.BLUE: "#1b4590"}
+
+
+def _heat(v: float) -> str:
+    """White-to-green ramp for overlays in [0, 1]."""
+    v = float(np.clip(v, 0.0, 1.0))
+    r, g, b = (int(round(a + (c - a) * v)) for a, c in ((34, 40), (34, 200), (40, 90)))
+    return f"rgb({r},{g},{b})"
+
+
+def board_svg(
+    board: Board,
+    *,
+    overlay: np.ndarray | None = None,
+    outline: np.ndarray | None = None,
+    pill: Pill | None = None,
+    ghost: tuple[Pill, Move] | None = None,
+    labels: dict[tuple[int, int], str] | None = None,
+    cell: int = 18,
+    title: str | None = None,
+) -> str:
+    """An SVG picture of board.
+
+    overlay: float[8, 16] in [0, 1], drawn as cell backgrounds (e.g. move probabilities).
+    outline: bool[8, 16], cells to outline (e.g. where a legal move's bottom-left half may go).
+    pill: drawn above the bottle as the pill to place. ghost: a (pill, move) drawn translucent.
+    labels: small text per cell, e.g. {(x, y): "1"} to number the top moves.
+    """
+    from .board import move_cells
+
+    pad, top = 4, (cell + 8 if pill is not None else 4) + (16 if title else 0)
+    w, h = K.WIDTH * cell + 2 * pad, K.HEIGHT * cell + top + pad
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        'font-family="sans-serif">',
+        f'<rect width="{w}" height="{h}" fill="#1c1c24" rx="4"/>',
+    ]
+    if title:
+        out.append(f'<text x="{w / 2}" y="13" font-size="11" fill="#ddd" text-anchor="middle">{title}</text>')
+
+    def xy(x: float, y: float) -> tuple[float, float]:
+        return pad + x * cell, top + (K.HEIGHT - 1 - y) * cell
+
+    for x in range(K.WIDTH):
+        for y in range(K.HEIGHT):
+            px, py = xy(x, y)
+            fill = _heat(overlay[x, y]) if overlay is not None else "#22222a"
+            out.append(f'<rect x="{px}" y="{py}" width="{cell}" height="{cell}" fill="{fill}" stroke="#2e2e38"/>')
+
+    def half(x: int, y: int, colour: int, shape: int, opacity: float = 1.0) -> None:
+        px, py = xy(x, y)
+        fill, edge, m = COLOURS[colour], DARK[colour], cell * 0.1
+        style = f'fill="{fill}" stroke="{edge}" opacity="{opacity}"'
+        if shape == K.VIRUS:
+            r = cell * 0.38
+            cx, cy = px + cell / 2, py + cell / 2
+            out.append(f'<circle cx="{cx}" cy="{cy}" r="{r}" {style}/>')
+            for dx in (-0.13, 0.13):  # eyes make viruses tell apart from pill halves at a glance
+                out.append(f'<circle cx="{cx + dx * cell}" cy="{cy - 0.06 * cell}" r="{cell * 0.07}" fill="#fff"/>')
+            return
+        rx = cell * (0.45 if shape == K.DISCONNECTED else 0.3)
+        out.append(
+            f'<rect x="{px + m}" y="{py + m}" width="{cell - 2 * m}" height="{cell - 2 * m}" rx="{rx}" {style}/>'
+        )
+        # Square off the side facing the partner so a pill reads as one piece.
+        half_cell = cell / 2
+        joint = {
+            K.LEFT: (px + half_cell, py + m, half_cell, cell - 2 * m),
+            K.RIGHT: (px, py + m, half_cell, cell - 2 * m),
+            K.BOTTOM: (px + m, py, cell - 2 * m, half_cell),
+            K.TOP: (px + m, py + half_cell, cell - 2 * m, half_cell),
+        }.get(shape)
+        if joint is not None:
+            jx, jy, jw, jh = joint
+            out.append(f'<rect x="{jx}" y="{jy}" width="{jw}" height="{jh}" fill="{fill}" opacity="{opacity}"/>')
+
+    cells = board.cells
+    for x, y in zip(*np.nonzero(cells)):
+        c = int(cells[x, y])
+        half(int(x), int(y), c & 3, c >> 2)
+    if outline is not None:
+        for x, y in zip(*np.nonzero(outline)):
+            px, py = xy(int(x), int(y))
+            out.append(
+                f'<rect x="{px + 1}" y="{py + 1}" width="{cell - 2}" height="{cell - 2}" fill="none" '
+                'stroke="#9fe" stroke-width="1" stroke-dasharray="2,2"/>'
+            )
+    if ghost is not None:
+        gpill, gmove = ghost
+        for pc in move_cells(gpill, gmove):
+            half(pc.x, pc.y, int(pc.colour), int(pc.shape), opacity=0.55)
+    for (x, y), text in (labels or {}).items():
+        px, py = xy(x, y)
+        out.append(
+            f'<text x="{px + cell / 2}" y="{py + cell * 0.7}" font-size="{cell * 0.55}" fill="#fff" '
+            f'text-anchor="middle" font-weight="bold">{text}</text>'
+        )
+    if pill is not None:
+        py = top - cell - 4
+        for i, colour in enumerate(pill):
+            px = pad + (K.SPAWN_X + i) * cell
+            out.append(
+                f'<rect x="{px + 1}" y="{py}" width="{cell - 2}" height="{cell - 2}" rx="{cell * 0.3}" '
+                f'fill="{COLOURS[int(colour)]}" stroke="{DARK[int(colour)]}"/>'
+            )
+    out.append("</svg>")
+    return "".join(out)

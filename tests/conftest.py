@@ -1,0 +1,27 @@
+import json
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+VECTORS = DATA / "vectors"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def level_vectors() -> list[dict]:
+    return read_jsonl(VECTORS / "levels.jsonl")
+
+
+@pytest.fixture(scope="session")
+def placement_vectors() -> list[dict]:
+    return read_jsonl(VECTORS / "placements.jsonl")
+
+
+@pytest.fixture(scope="session")
+def reachable_vectors() -> list[dict]:
+    return read_jsonl(VECTORS / "reachable.jsonl")

@@ -1,0 +1,109 @@
+"""Independent, slow, plain-Python references and board generators for the tests."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+import drmario as dm
+from drmario import kernels as K
+
+
+def reference_resting(board: dm.Board) -> set[tuple[int, int, int]]:
+    """Breadth-first search over (r, x, y), written from rules.md section 4 without the kernels."""
+    cells = board.cells
+
+    def free(x, y):
+        return 0 <= x < 8 and y >= 0 and (y >= 16 or cells[x, y] == 0)
+
+    def fits(r, x, y):
+        if not (0 <= y < 16):
+            return False
+        return free(x, y) and (free(x, y + 1) if r % 2 else free(x + 1, y))
+
+    if cells[3, 15] or cells[4, 15]:
+        return set()
+    start = (0, 3, 15)
+    seen, todo, resting = {start}, deque([start]), set()
+    while todo:
+        r, x, y = todo.popleft()
+        nexts = [(r, x - 1, y), (r, x + 1, y)]
+        if fits(r, x, y - 1):
+            nexts.append((r, x, y - 1))
+        else:
+            resting.add((r, x, y))
+        for nr in ((r + 1) % 4, (r + 3) % 4):
+            if fits(nr, x, y):  # pivot on the bottom-left cell
+                nexts.append((nr, x, y))
+            elif r % 2 == 1 and fits(nr, x - 1, y):  # vertical to horizontal kicks one column left
+                nexts.append((nr, x - 1, y))
+        for s in nexts:
+            if s not in seen and fits(*s):
+                seen.add(s)
+                todo.append(s)
+    return resting
+
+
+def reference_legal(board: dm.Board, pill: dm.Pill) -> set[dm.Move]:
+    return {dm.canonical(pill, dm.Move(*s)) for s in reference_resting(board)}
+
+
+def random_board(seed: int, fill: float = 0.5) -> dm.Board:
+    """A random board with valid pill pairs (not necessarily settled)."""
+    rng = np.random.default_rng(seed)
+    cells = np.zeros((8, 16), np.uint8)
+    for y in range(16):
+        for x in range(8):
+            if cells[x, y] or rng.random() > fill:
+                continue
+            kind = rng.integers(4)
+            colour, other = rng.integers(1, 4, 2)
+            if kind == 0:
+                cells[x, y] = K.VIRUS << 2 | colour
+            elif kind == 1:
+                cells[x, y] = K.DISCONNECTED << 2 | colour
+            elif kind == 2 and x < 7 and not cells[x + 1, y]:
+                cells[x, y], cells[x + 1, y] = K.LEFT << 2 | colour, K.RIGHT << 2 | other
+            elif kind == 3 and y < 15 and not cells[x, y + 1]:
+                cells[x, y], cells[x, y + 1] = K.BOTTOM << 2 | colour, K.TOP << 2 | other
+    return dm.Board(cells)
+
+
+def random_game(seed: int, level: int, pills: int, rng_seed: int = 0, **kwargs) -> dm.Game:
+    """A game played for up to `pills` random legal moves (stops early if it ends)."""
+    rng = np.random.default_rng(rng_seed)
+    game = dm.Game(seed, level, **kwargs)
+    for _ in range(pills):
+        if game.over:
+            break
+        moves = game.legal_moves()
+        game.play(moves[rng.integers(len(moves))])
+    return game
+
+
+def lines_of_four(cells: np.ndarray) -> bool:
+    colours = cells & 3
+    for x in range(8):
+        for y in range(16):
+            c = colours[x, y]
+            if c and x <= 4 and all(colours[x + i, y] == c for i in range(4)):
+                return True
+            if c and y <= 12 and all(colours[x, y + i] == c for i in range(4)):
+                return True
+    return False
+
+
+def something_can_fall(cells: np.ndarray) -> bool:
+    for x in range(8):
+        for y in range(1, 16):
+            c = cells[x, y]
+            shape = c >> 2
+            if not c or shape in (K.VIRUS, K.TOP, K.RIGHT):
+                continue
+            if shape == K.LEFT:
+                if not cells[x, y - 1] and not cells[x + 1, y - 1]:
+                    return True
+            elif not cells[x, y - 1]:
+                return True
+    return False

@@ -1,0 +1,270 @@
+"""Engine invariants (hypothesis), move counts, and clear errors for bad input."""
+
+import numpy as np
+import pytest
+from helpers import lines_of_four, random_board, random_game, reference_legal, something_can_fall
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import drmario as dm
+from drmario import kernels as K
+from drmario.level import max_virus_row
+
+seeds = st.integers(2, 0xFFFF)
+levels = st.integers(0, 24)
+pills = st.sampled_from(dm.ALL_PILLS)
+
+
+@st.composite
+def played_boards(draw):
+    """Boards from real play: a level advanced by a few random moves (always settled)."""
+    game = random_game(draw(seeds), draw(levels), draw(st.integers(0, 30)), rng_seed=draw(st.integers(0, 2**32)))
+    return game.board
+
+
+# ---------------------------------------------------------------- formats
+
+
+@given(st.integers(0, 2**32 - 1), st.floats(0, 1))
+def test_board_string_round_trip(seed, fill):
+    board = random_board(seed, fill)
+    text = board.to_string()
+    assert len(text) == 128
+    assert dm.Board.from_string(text) == board
+    assert eval(repr(board), {"Board": dm.Board}) == board
+    assert hash(dm.Board.from_string(text)) == hash(board)
+    assert board.copy() == board and board.copy() is not board
+
+
+def test_board_coordinates_follow_rules_example():
+    board = dm.Board.from_string("d" * 56 + "c" + "d" * 24 + "a" + "d" * 6 + "bb" + "d" * 38)
+    assert (board[0, 8], board[1, 5], board[0, 4], board[1, 4]) == ("c", "a", "b", "b")
+    assert board.virus_count == 4
+    text = str(board)
+    assert text.splitlines()[15 - 8].startswith(" 8 |B")  # blue virus at (0, 8)
+    assert "<svg" in board._repr_svg_()
+
+
+@pytest.mark.parametrize("pill", dm.ALL_PILLS)
+def test_pill_string_round_trip(pill):
+    assert dm.Pill.from_string(pill.to_string()) == pill
+    assert dm.Pill.from_index(pill.index) == pill
+
+
+def test_pill_strings_from_rules():
+    assert dm.Pill.from_string("qu") == (dm.Colour.RED, dm.Colour.RED)
+    assert dm.Pill.from_string("rw") == (dm.Colour.YELLOW, dm.Colour.BLUE)
+    assert dm.Pill.from_string("sv") == (dm.Colour.BLUE, dm.Colour.YELLOW)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("d" * 127, "expected 128 letters, got 127"),
+        ("d" * 129, "expected 128 letters, got 129"),
+        ("d" * 17 + "h" + "d" * 110, "invalid letter 'h' at position 17 (x=1, y=13)"),
+        ("d" * 5 + "l" + "d" * 122, "invalid letter 'l' at position 5"),
+        ("d" * 7 + "é" + "d" * 120, "invalid letter 'é' at position 7"),
+        ("d" * 120 + "q" + "d" * 7, "left half 'q' at position 120 (x=0, y=0) has no right half to its right"),
+        ("d" * 127 + "q", "left half 'q' at position 127 (x=7, y=0) has no right half"),
+        ("d" * 120 + "u" + "d" * 7, "right half 'u' at position 120 (x=0, y=0) has no left half to its left"),
+        ("d" * 120 + "i" + "d" * 7, "bottom half 'i' at position 120 (x=0, y=0) has no top half above it"),
+        ("m" + "d" * 127, "top half 'm' at position 0 (x=0, y=15) has no bottom half below it"),
+        ("i" + "d" * 127, "bottom half 'i' at position 0"),
+        ("d" * 112 + "m" + "d" * 7 + "q" + "d" * 7, "top half 'm' at position 112"),
+    ],
+)
+def test_bad_board_strings(text, message):
+    with pytest.raises(dm.FormatError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dm.Board.from_string(text)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("q", "expected 2 letters"),
+        ("quu", "expected 2 letters"),
+        ("uq", "letter 0 is 'u'"),
+        ("qq", "letter 1 is 'q'"),
+        ("km", "letter 0 is 'k'"),  # a vertical pill is not a pill to place
+        ("ad", "letter 0 is 'a'"),
+        ("q\u0101", "letter 1"),
+    ],
+)
+def test_bad_pill_strings(text, message):
+    with pytest.raises(dm.FormatError, match=message):
+        dm.Pill.from_string(text)
+
+
+def test_bad_board_cells():
+    cells = np.zeros((8, 16), np.uint8)
+    cells[2, 3] = 4  # shape "disconnected" with no colour
+    with pytest.raises(dm.FormatError, match="invalid cell code 4 at x=2, y=3"):
+        dm.Board(cells)
+    with pytest.raises(dm.FormatError, match="shape"):
+        dm.Board(np.zeros((16, 8), np.uint8))
+
+
+@pytest.mark.parametrize("seed, level", [(0, 0), (1, 5), (65536, 3), (-4, 2), (100, -1), (100, 25), (1.5, 3)])
+def test_bad_seed_or_level(seed, level):
+    with pytest.raises(ValueError, match="seed must be|level must be"):
+        dm.new_level(seed, level)
+
+
+def test_illegal_moves_raise():
+    board = dm.new_level(1234, 3).board
+    pill = dm.Pill.from_string("qw")
+    for move in [dm.Move(0, 7, 0), dm.Move(4, 0, 0), dm.Move(0, 3, 5), dm.Move(1, -1, 0), dm.Move(0, 0, 16)]:
+        with pytest.raises(ValueError, match="illegal move"):
+            dm.place(board, pill, move)
+
+
+# ---------------------------------------------------------------- legal placements
+
+
+def test_move_counts_on_empty_board():
+    """perft-style counts: 7 + 8 + 7 + 8 placements, 15 for a same-colour pill."""
+    board = dm.Board.empty()
+    assert len(dm.legal_moves(board, dm.Pill.from_string("qw"))) == 30
+    assert len(dm.legal_moves(board, dm.Pill.from_string("rv"))) == 15
+    assert {m.r for m in dm.legal_moves(board, dm.Pill.from_string("rv"))} == {0, 1}
+
+
+def test_vertical_top_above_bottle():
+    """A column filled to y=14 under the spawn: a vertical pill rests at y=15, its top half lost."""
+    cells = np.zeros((8, 16), np.uint8)
+    cells[2, :15] = [K.VIRUS << 2 | (1 + y % 3) for y in range(15)]  # no line of 4
+    board = dm.Board(cells)
+    pill = dm.Pill.from_string("rw")
+    assert dm.Move(1, 2, 15) in dm.legal_moves(board, pill)
+    after, _ = dm.place(board, pill, dm.Move(1, 2, 15))
+    assert after[2, 15] == "g"  # blue (the right colour is at the bottom for r=1), disconnected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.1, 0.8), pills)
+def test_legal_moves_match_reference_search(seed, fill, pill):
+    board = random_board(seed, fill)
+    assert set(dm.legal_moves(board, pill)) == reference_legal(board, pill)
+
+
+@settings(max_examples=60, deadline=None)
+@given(played_boards(), pills)
+def test_legal_move_cells_are_empty_and_supported(board, pill):
+    cells = board.cells
+    mask = dm.legal_mask(board, pill)
+    moves = dm.legal_moves(board, pill)
+    assert mask.sum() == len(moves) * (2 if pill.same_colour else 1)
+    for move in moves:
+        assert mask[move]
+        placed = dm.move_cells(pill, move)
+        assert all(cells[c.x, c.y] == 0 for c in placed)
+        below = [(c.x, c.y - 1) for c in placed if c.shape != dm.Shape.TOP]
+        assert any(y < 0 or cells[x, y] != 0 for x, y in below)
+
+
+# ---------------------------------------------------------------- place and resolve
+
+
+@settings(max_examples=80, deadline=None)
+@given(played_boards(), pills, st.integers(0, 1000))
+def test_resolve_leaves_no_lines_and_nothing_falls(board, pill, pick):
+    moves = dm.legal_moves(board, pill)
+    if not moves:
+        return
+    after, result = dm.place(board, pill, moves[pick % len(moves)])
+    assert after.virus_count == board.virus_count - result.viruses_cleared
+    assert result.cells_cleared >= result.viruses_cleared >= 0
+    assert (result.clear_rounds == 0) == (result.cells_cleared == 0)
+    assert result.won == (after.virus_count == 0)
+    if not result.won:  # a win may stop a cascade early
+        assert not lines_of_four(after.cells)
+    assert not something_can_fall(after.cells)
+    dm.Board.from_string(after.to_string())  # pairs stay well formed
+
+
+def test_cascade_disconnects_partners():
+    # Red virus column x=0 y=0..2 and a horizontal red|blue pill dropped on top: the red half clears
+    # with the viruses, its blue partner is disconnected and falls to the floor.
+    cells = np.zeros((8, 16), np.uint8)
+    cells[0, 0:3] = K.VIRUS << 2 | K.RED
+    board = dm.Board(cells)
+    after, result = dm.place(board, dm.Pill.from_string("qw"), dm.Move(0, 0, 3))
+    assert (result.viruses_cleared, result.cells_cleared, result.clear_rounds, result.won) == (3, 4, 1, True)
+    assert after[1, 0] == "g"
+
+
+# ---------------------------------------------------------------- levels
+
+
+@settings(max_examples=200, deadline=None)
+@given(seeds, levels)
+def test_generated_levels_follow_rules(seed, level):
+    board = dm.new_level(seed, level).board
+    cells = board.cells
+    assert board.virus_count == min(84, 4 * (level + 1))
+    ys = np.nonzero(cells)[1]
+    assert ys.max() <= max_virus_row(level)
+    assert ((cells >> 2) == K.VIRUS)[cells > 0].all()
+    for x in range(8):
+        for y in range(16):
+            c = cells[x, y]
+            if c:
+                assert x + 2 > 7 or cells[x + 2, y] != c
+                assert y + 2 > 15 or cells[x, y + 2] != c
+
+
+def test_pill_sequence_modes():
+    level = dm.new_level(777, 4)
+    nes = dm.PillSequence("nes", level)
+    assert [nes[k] for k in range(130)] == [level.pills[k % 128] for k in range(130)]
+    iid = dm.PillSequence("iid", level)
+    again = dm.PillSequence("iid", level)
+    assert [iid[k] for k in range(600)] == [again[k] for k in range(600)]
+    counts = np.bincount([iid[k].index for k in range(600)], minlength=9)
+    assert counts.min() > 30  # every pair appears (600 draws of 9 values)
+    with pytest.raises(ValueError, match="pill mode"):
+        dm.PillSequence("random", level)
+
+
+# ---------------------------------------------------------------- games
+
+
+@settings(max_examples=25, deadline=None)
+@given(seeds, levels, st.integers(0, 2**32), st.sampled_from(["nes", "iid"]))
+def test_random_game_replays_exactly(seed, level, rng_seed, mode):
+    game = random_game(seed, level, 500, rng_seed=rng_seed, pill_mode=mode)
+    assert game.over
+    record = dm.GameRecord.from_json(game.record().to_json())
+    again = record.replay()
+    assert again.board == game.board and again.outcome == game.outcome
+    assert again.viruses_cleared + again.viruses_left == dm.virus_count(level)
+    steps = list(record.steps())
+    assert len(steps) == game.pills_used
+    assert all(before.pill == game.pills[i] for i, (before, _, _) in enumerate(steps))
+
+
+def test_stalemate_after_stall_limit():
+    game = dm.Game(1234, 24, stall_limit=3)
+    while not game.over:
+        # the last legal move in (r, x, y) order stacks on the right, rarely clearing anything
+        result = game.play(game.legal_moves()[-1])
+        if game.outcome is dm.Outcome.STALEMATE:
+            assert game.stall == 3 and result.viruses_cleared == 0
+    assert game.outcome in (dm.Outcome.STALEMATE, dm.Outcome.TOPPED_OUT)
+    assert dm.Outcome.STALEMATE.won_value == 1 and dm.Outcome.TOPPED_OUT.won_value == -1
+
+
+def test_game_rejects_moves_after_end_and_bad_records():
+    game = random_game(99, 10, 1000)
+    assert game.over and game.legal_moves() == []
+    with pytest.raises(ValueError, match="game is over"):
+        game.play(dm.Move(0, 0, 0))
+    record = game.record()
+    tampered = dm.GameRecord.from_dict({**record.to_dict(), "viruses_cleared": record.viruses_cleared + 1})
+    with pytest.raises(ValueError, match="replay gives"):
+        tampered.replay()
+    with pytest.raises(ValueError, match="move 0"):
+        dm.GameRecord(seed=99, level=10, moves=(dm.Move(0, 7, 0),)).replay()
+    with pytest.raises(ValueError, match="game record"):
+        dm.GameRecord.from_dict({"seed": 99})

@@ -60,26 +60,38 @@ def _string_index(x: int, y: int) -> int:
     return K.WIDTH * (K.HEIGHT - 1 - y) + x
 
 
+# A half of each shape needs its partner next to it: (shape, dx, dy, partner, where).
+_PAIRS = (
+    (K.LEFT, 1, 0, K.RIGHT, "to its right"),
+    (K.RIGHT, -1, 0, K.LEFT, "to its left"),
+    (K.BOTTOM, 0, 1, K.TOP, "above it"),
+    (K.TOP, 0, -1, K.BOTTOM, "below it"),
+)
+
+
+def unpaired_halves(cells: np.ndarray) -> np.ndarray:
+    """bool[..., 8, 16]: the pill halves of boards cells uint8[..., 8, 16] whose partner is missing."""
+    shape = np.where(cells == K.EMPTY, -1, cells >> 2).astype(np.int8)
+    pad = np.full((*cells.shape[:-2], K.WIDTH + 2, K.HEIGHT + 2), -1, np.int8)
+    pad[..., 1:-1, 1:-1] = shape
+    bad = np.zeros(cells.shape, bool)
+    for half, dx, dy, partner, _ in _PAIRS:
+        neighbour = pad[..., 1 + dx : 1 + dx + K.WIDTH, 1 + dy : 1 + dy + K.HEIGHT]
+        bad |= (shape == half) & (neighbour != partner)
+    return bad
+
+
 def _check_pairs(cells: np.ndarray, text: str | None) -> None:
     """Raise FormatError at the first half whose partner is missing (in board-string order)."""
-    shape = np.where(cells == K.EMPTY, -1, cells >> 2)
-    pad = np.full((K.WIDTH + 2, K.HEIGHT + 2), -1, np.int16)
-    pad[1:-1, 1:-1] = shape
-    wants = {  # shape -> (dx, dy, partner shape, where the partner should be)
-        K.LEFT: (1, 0, K.RIGHT, "to its right"),
-        K.RIGHT: (-1, 0, K.LEFT, "to its left"),
-        K.BOTTOM: (0, 1, K.TOP, "above it"),
-        K.TOP: (0, -1, K.BOTTOM, "below it"),
-    }
-    bad = []
-    for s, (dx, dy, partner, where) in wants.items():
-        neighbour = pad[1 + dx : 1 + dx + K.WIDTH, 1 + dy : 1 + dy + K.HEIGHT]
-        for x, y in zip(*np.nonzero((shape == s) & (neighbour != partner))):
-            bad.append((_string_index(int(x), int(y)), Shape(s).name.lower(), Shape(partner).name.lower(), where))
-    if bad:
-        i, half, partner, where = min(bad)
-        letter = f" {text[i]!r}" if text is not None else ""
-        raise FormatError(f"board: {half} half{letter} at {_position(i)} has no {partner} half {where}")
+    bad = unpaired_halves(cells)
+    if not bad.any():
+        return
+    i = min(_string_index(int(x), int(y)) for x, y in zip(*np.nonzero(bad)))
+    x, y = i % K.WIDTH, K.HEIGHT - 1 - i // K.WIDTH
+    _, _, _, partner, where = next(p for p in _PAIRS if p[0] == cells[x, y] >> 2)
+    half = Shape(cells[x, y] >> 2).name.lower()
+    letter = f" {text[i]!r}" if text is not None else ""
+    raise FormatError(f"board: {half} half{letter} at {_position(i)} has no {Shape(partner).name.lower()} half {where}")
 
 
 class Board:

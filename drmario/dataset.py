@@ -1,14 +1,41 @@
 """Training examples held compactly in memory, and expanded to tensors on the training device.
 
-An example takes about 200 bytes here: the board's cell codes (128 bytes), the pill (2), the three
-scalar targets, the legal-move mask as 64 packed bytes and the moves target as its non-zero entries
-(flat index into the 512 slots, probability), padded to the widest example. Planes and the dense
-moves target are made on the device, per batch (`DeviceExamples.batch`).
+An example takes 207 bytes plus 6 per moves entry here: the board's cell codes (128 bytes), the
+pill (2), the three scalar targets (5), the legal-move mask as 64 packed bytes, the game id (8), and
+the moves target as its non-zero entries (flat index into the 512 slots, probability), padded to
+the widest example of the set (about 100 entries, so about 800 bytes, for round-0 targets that give
+mass to every legal move; fewer for visit-count targets). Planes and the dense moves target are
+made on the device, per batch (`DeviceExamples.batch`).
+
+`load_examples` reads example files (`examples` module: JSON Lines, optionally gzip, with a
+``.meta.json`` sidecar) into an `ExampleSet`:
+
+- Game ids come from the sidecar's ``games`` table (seed, level, first line, count), so
+  `ExampleSet.split_by_game` keeps each game on one side. A file without a sidecar falls back to
+  the duration countdown (`examples.infer_games`): a new game starts where an example's duration is
+  not the previous one's minus 1 (minus the line gap, if bad lines were skipped). That finds whole
+  games written in order; it cannot separate games that were cut short or interleaved.
+- Probabilities are validated to sum to 1 within 1e-3 and then rescaled to sum to exactly 1.
+- A decoded cache ``<file>.cache.npz`` is written next to each source (atomically; git-ignored). It
+  is keyed by the source's size and modification time, its sidecar's, the cache format version and
+  the package version, so a changed file or new code re-parses the JSON. The JSON file stays the
+  source of truth. A cache made with ``on_error="skip"`` remembers the skipped lines: loading it
+  with ``on_error="raise"`` raises the first of them, as parsing would.
+- ``augment=True`` adds the 5 other colour renamings of every example (6x the examples; game ids
+  are kept, so a split never puts two colourings of one game on both sides). See `examples` for
+  what this preserves and what it does not.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import glob
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -16,6 +43,24 @@ import torch
 
 from . import kernels as K
 from .encode import MOVES_SHAPE, N_MOVES, planes_torch
+from .examples import (
+    COLOUR_PERMUTATIONS,
+    Decoded,
+    ExampleError,
+    OnError,
+    ReadReport,
+    colour_table,
+    decode_file,
+    infer_games,
+    read_sidecar,
+    replace_readable,
+    sidecar_path,
+)
+
+CACHE_VERSION = 1
+CACHE_SUFFIX = ".cache.npz"
+EXAMPLE_SUFFIXES = (".jsonl", ".jsonl.gz")
+PathLike = str | os.PathLike
 
 
 class Batch(NamedTuple):
@@ -159,3 +204,254 @@ class DeviceExamples:
             moves=moves.view(n, *MOVES_SHAPE),
             legal=legal.view(n, *MOVES_SHAPE),
         )
+
+
+# ------------------------------------------------------------------------------------------------
+# Loading example files
+
+
+def _pad_entries(row: np.ndarray, slot: np.ndarray, prob: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse entries (row int[T] ascending, slot int[T], prob float[T]) -> (move_index int16[n, K],
+    move_prob float32[n, K]) padded with (0, 0); probabilities rescaled to sum to 1 per row."""
+    counts = np.bincount(row, minlength=n)
+    width = max(1, int(counts.max(initial=0)))
+    position = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+    total = np.bincount(row, weights=prob, minlength=n)
+    index = np.zeros((n, width), np.int16)
+    probs = np.zeros((n, width), np.float32)
+    index[row, position] = slot
+    probs[row, position] = (prob / total[row]).astype(np.float32)
+    return index, probs
+
+
+def compact(decoded: Decoded, game: np.ndarray) -> ExampleSet:
+    """An `ExampleSet` from decoded examples (`examples.Decoded`) and their game ids int64[n]."""
+    index, probs = _pad_entries(decoded.row, decoded.slot, decoded.prob.astype(np.float64), len(decoded))
+    return ExampleSet(
+        cells=decoded.cells,
+        pills=decoded.pills,
+        won=decoded.won,
+        cleared=decoded.cleared,
+        duration=decoded.duration,
+        move_index=index,
+        move_prob=probs,
+        legal_bits=decoded.legal_bits,
+        game=np.asarray(game, np.int64),
+    )
+
+
+def empty_set() -> ExampleSet:
+    return compact(Decoded.empty(), np.zeros(0, np.int64))
+
+
+def augment_colours(examples: ExampleSet, permutations: Sequence[Sequence[int]] = COLOUR_PERMUTATIONS) -> ExampleSet:
+    """Every example once per colour permutation (default all 6, identity first), in blocks of
+    len(examples). Board and pill colours are renamed; legal masks, moves and targets are
+    unchanged (legality does not depend on colour); game ids are kept."""
+    parts = []
+    for perm in permutations:
+        pill_table = np.array([0, *map(int, perm)], np.uint8)
+        parts.append(replace(examples, cells=colour_table(perm)[examples.cells], pills=pill_table[examples.pills]))
+    return ExampleSet.concat(parts)
+
+
+def example_files(paths: PathLike | Iterable[PathLike]) -> list[Path]:
+    """Example files named by paths: files, folders (every ``*.jsonl`` / ``*.jsonl.gz`` below them)
+    or glob patterns (``**`` allowed). Sorted, without duplicates; FileNotFoundError when a path
+    names nothing."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    found: dict[Path, None] = {}
+    for p in paths:
+        text = os.fspath(p)
+        if Path(text).is_dir():
+            matches = [q for q in Path(text).rglob("*.jsonl*") if q.name.endswith(EXAMPLE_SUFFIXES)]
+        elif glob.has_magic(text):
+            matches = [Path(q) for q in glob.glob(text, recursive=True) if q.endswith(EXAMPLE_SUFFIXES)]
+        elif Path(text).is_file():
+            if not text.endswith(EXAMPLE_SUFFIXES):
+                raise ValueError(f"{text}: example files are named *.jsonl or *.jsonl.gz")
+            matches = [Path(text)]
+        else:
+            raise FileNotFoundError(f"no such example file or folder: {text}")
+        if not matches:
+            raise FileNotFoundError(f"no example files (*.jsonl, *.jsonl.gz) in or matching {text}")
+        for q in sorted(matches):
+            found.setdefault(q, None)
+    return sorted(found, key=lambda q: os.fspath(q))
+
+
+def cache_path(path: PathLike) -> Path:
+    return Path(os.fspath(path) + CACHE_SUFFIX)
+
+
+def _cache_key(path: Path) -> str:
+    import drmario
+
+    def stamp(p: Path) -> list[int] | None:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return None
+        return [st.st_size, st.st_mtime_ns]
+
+    key = {
+        "cache_version": CACHE_VERSION,
+        "code_version": drmario.__version__,
+        "source": stamp(path),
+        "sidecar": stamp(sidecar_path(path)),
+    }
+    return json.dumps(key, sort_keys=True)
+
+
+_CACHED_ARRAYS = ("cells", "pills", "won", "cleared", "duration", "move_index", "move_prob", "legal_bits", "game")
+
+
+def _read_cache(path: Path, key: str) -> tuple[ExampleSet, ReadReport, int] | None:
+    cache = cache_path(path)
+    if not cache.exists():
+        return None
+    try:
+        with np.load(cache) as data:
+            if str(data["key"]) != key:
+                return None
+            arrays = {name: data[name] for name in _CACHED_ARRAYS}
+            report = ReadReport.from_dict(json.loads(str(data["report"])))
+            n_games = int(data["n_games"])
+    except (OSError, ValueError, KeyError, TypeError) as e:  # unreadable cache: parse the source again
+        warnings.warn(f"{cache}: ignoring an unreadable cache ({e})", stacklevel=3)
+        return None
+    return ExampleSet(**arrays), report, n_games
+
+
+def _write_cache(path: Path, key: str, examples: ExampleSet, report: ReadReport, n_games: int) -> None:
+    cache = cache_path(path)
+    tmp = None
+    try:
+        with tempfile.NamedTemporaryFile(
+            "wb", dir=cache.parent, prefix=f".{cache.name}.", suffix=".tmp", delete=False
+        ) as tmp:
+            np.savez(
+                tmp,
+                key=np.array(key),
+                report=np.array(json.dumps(report.to_dict())),
+                n_games=np.array(n_games),
+                **{name: getattr(examples, name) for name in _CACHED_ARRAYS},
+            )
+        replace_readable(tmp.name, cache)
+    except OSError as e:  # a read-only folder, a full disk: loading still works, uncached
+        if tmp is not None:
+            Path(tmp.name).unlink(missing_ok=True)
+        report.warnings.append(f"cache not written: {e}")
+
+
+def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnError) -> tuple[np.ndarray, int]:
+    """Local game ids (int64[n], 0..G-1) of a file's examples, and G."""
+    problem = None
+    try:
+        side = read_sidecar(path)
+    except ValueError as e:
+        side, problem = None, str(e)
+    if side is not None:
+        table = side.get("games")
+        try:
+            first = np.array([int(g["first"]) for g in table], np.int64)
+            count = np.array([int(g["count"]) for g in table], np.int64)
+        except (TypeError, KeyError, ValueError):
+            problem = f"{sidecar_path(path)}: 'games' must be a list of {{seed, level, first, count}}"
+        else:
+            lines = report.lines + report.blank
+            expected = np.cumsum(count) - count
+            if not np.array_equal(first, expected) or (count < 0).any():
+                problem = f"{sidecar_path(path)}: the games table is not contiguous from line 0"
+            elif count.sum() != side.get("examples", count.sum()) or count.sum() != report.lines:
+                problem = (
+                    f"{sidecar_path(path)}: the sidecar describes {int(count.sum())} examples, "
+                    f"but {path} has {report.lines} non-blank lines of {lines}"
+                )
+            else:
+                game = np.searchsorted(first, decoded.index, side="right") - 1
+                report.games, report.games_from = len(table), "sidecar"
+                return game.astype(np.int64), len(table)
+    if problem is not None:
+        if on_error == "raise":
+            raise ValueError(f"{problem} (load with on_error='skip' to fall back to the duration countdown)")
+        report.warnings.append(f"{problem}; game ids inferred from the duration countdown instead")
+    game = infer_games(decoded.duration, decoded.index)
+    n_games = int(game[-1]) + 1 if len(game) else 0
+    report.games, report.games_from = n_games, "duration countdown"
+    return game, n_games
+
+
+def _load_file(path: Path, on_error: OnError, use_cache: bool, tick) -> tuple[ExampleSet, ReadReport, int]:
+    key = _cache_key(path) if use_cache else ""
+    hit = _read_cache(path, key) if use_cache else None
+    if hit is not None and on_error == "raise" and hit[1].warnings and not hit[1].skipped:
+        hit = None  # e.g. a sidecar that disagrees with its file: parse again, which raises
+    if hit is not None:
+        examples, report, n_games = hit
+        if report.skipped and on_error == "raise":  # as parsing would: the first bad line
+            line = report.error_lines[0]
+            detail = report.errors[0].removeprefix(f"{report.path}:{line}: ")
+            raise ExampleError(f"{path}:{line}", detail, os.fspath(path), line)
+        report.path, report.on_error, report.cached = os.fspath(path), on_error, True
+        tick(path.stat().st_size)
+        return examples, report, n_games
+    decoded, report = decode_file(path, on_error, progress=tick)
+    game, n_games = _games_of(path, decoded, report, on_error)
+    examples = compact(decoded, game)
+    if use_cache:
+        _write_cache(path, key, examples, report, n_games)
+    return examples, report, n_games
+
+
+def load_examples(
+    paths: PathLike | Iterable[PathLike],
+    *,
+    on_error: OnError = "raise",
+    cache: bool = True,
+    augment: bool = False,
+    progress: bool = True,
+    reports: list[ReadReport] | None = None,
+) -> ExampleSet:
+    """Load example files into one compact `ExampleSet` (module docstring: games, cache, augment).
+
+    paths: a file, a folder, a glob, or a list of them (`example_files`). on_error="raise" stops at
+    the first bad line (`examples.ExampleError`, naming file and line); "skip" leaves bad lines out,
+    counts them and warns (a `UserWarning` with the report). reports, if given, receives one
+    `examples.ReadReport` per file. Game ids are unique across files. progress: a tqdm bar over the
+    bytes read and a one-line summary.
+    """
+    from tqdm.auto import tqdm
+
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    files = example_files(paths)
+    total = sum(f.stat().st_size for f in files)
+    parts: list[ExampleSet] = []
+    file_reports: list[ReadReport] = []
+    offset = 0
+    with tqdm(total=total, unit="B", unit_scale=True, desc="examples", disable=not progress, leave=False) as bar:
+        for f in files:
+            examples, report, n_games = _load_file(f, on_error, cache, bar.update)
+            examples.game = examples.game + offset
+            offset += n_games
+            parts.append(examples)
+            file_reports.append(report)
+    out = ExampleSet.concat(parts) if parts else empty_set()
+    if augment:
+        out = augment_colours(out)
+    if reports is not None:
+        reports.extend(file_reports)
+    skipped = sum(r.skipped for r in file_reports)
+    noted = [r for r in file_reports if r.skipped or r.warnings]
+    if noted:
+        warnings.warn("\n".join(str(r) for r in noted), stacklevel=2)
+    if progress:
+        cached = sum(r.cached for r in file_reports)
+        print(
+            f"loaded {len(out):,} examples ({offset:,} games{', x6 colour permutations' if augment else ''}) "
+            f"from {len(files)} file(s), {cached} from cache; on_error={on_error!r}: {skipped:,} bad lines skipped; "
+            f"{out.nbytes / max(len(out), 1):.0f} bytes/example"
+        )
+    return out

@@ -72,10 +72,21 @@ def planes_torch(cells: torch.Tensor, pills: torch.Tensor, dtype=None) -> torch.
     """Torch form of `planes` on the tensors' device (cells uint8[N, 8, 16], pills uint8[N, 2]).
 
     Returns float[N, 18, 8, 16] (dtype defaults to float32); positions stay compact until here.
+    On the CPU it uses the numpy lookup (`planes`); on other devices a gather from a cached table.
     """
     import torch
 
     dtype = dtype or torch.float32
+    if cells.device.type == "cpu":  # numpy's table lookup is several times faster than torch's on CPU
+        out = torch.from_numpy(planes(cells.numpy(), pills.numpy()))
+        return out if dtype == torch.float32 else out.to(dtype)
+    return _planes_gather(cells, pills, dtype)
+
+
+def _planes_gather(cells: torch.Tensor, pills: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`planes_torch` on any device: a gather from the cell-code table (the GPU path)."""
+    import torch
+
     key = (cells.device, dtype)
     if key not in _TORCH_TABLES:
         _TORCH_TABLES[key] = torch.as_tensor(CELL_PLANES, device=cells.device, dtype=dtype)
@@ -101,37 +112,119 @@ def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
     return np.where(same[..., None, None, None], paired, moves)
 
 
+# What can be wrong with one x, y, p triple of the JSON moves form, in the order it is checked
+# (`examples` adds the checks that need the board: an occupied cell, an illegal move).
+TRIPLE_OK, NOT_INTEGER, OFF_BOARD, BAD_PROBABILITY, DUPLICATE = 0, 1, 2, 3, 4
+
+
+def numeric_values(values: list, r: int) -> np.ndarray:
+    """A flat JSON list of numbers as float64[n]; ValueError naming the first value that is not a
+    number (a string, a list, null, a boolean). ``r`` is the rotation the list belongs to."""
+    array = np.array(values) if values else np.zeros(0)
+    if array.ndim == 1 and array.dtype.kind in "iuf":
+        return array.astype(np.float64)
+    for i, v in enumerate(values):  # error path only: find the culprit
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"moves[{r}] triple {i // 3}: {v!r} is not a number")
+        if isinstance(v, int) and abs(v) > 2**53:
+            text = str(v)
+            raise ValueError(f"moves[{r}] triple {i // 3}: {text[:20]}{'...' if len(text) > 20 else ''} is too large")
+    return np.array(values, np.float64)
+
+
+def check_triples(
+    group: np.ndarray, r: np.ndarray, x: np.ndarray, y: np.ndarray, p: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised checks of move triples (the board-free ones).
+
+    group: int[T] (which example each triple belongs to); r: int[T] rotation; x, y, p: float64[T].
+    Returns (codes int8[T] with TRIPLE_OK .. DUPLICATE, slots int64[T] = r * 128 + x * 16 + y, 0
+    where the position is bad). A duplicate is a later triple at the same (r, x, y) of one group.
+    """
+    with np.errstate(invalid="ignore"):
+        integral = np.isfinite(x) & np.isfinite(y) & (x == np.floor(x)) & (y == np.floor(y))
+        on_board = integral & (x >= 0) & (x < K.WIDTH) & (y >= 0) & (y < K.HEIGHT)
+        good_p = np.isfinite(p) & (p >= 0)
+    xi = np.where(on_board, x, 0).astype(np.int64)
+    yi = np.where(on_board, y, 0).astype(np.int64)
+    slots = np.where(on_board, (np.asarray(r, np.int64) * K.WIDTH + xi) * K.HEIGHT + yi, 0)
+    key = np.where(on_board, np.asarray(group, np.int64) * N_MOVES + slots, -1 - np.arange(len(x)))
+    order = np.argsort(key, kind="stable")  # equal keys keep triple order: the later one is the duplicate
+    duplicate = np.zeros(len(x), bool)
+    duplicate[order[1:][key[order[1:]] == key[order[:-1]]]] = True
+    codes = np.select(
+        [~integral, ~on_board, ~good_p, duplicate], [NOT_INTEGER, OFF_BOARD, BAD_PROBABILITY, DUPLICATE], TRIPLE_OK
+    ).astype(np.int8)
+    return codes, slots
+
+
+def _number(v: float) -> str:
+    return str(int(v)) if np.isfinite(v) and v == int(v) and abs(v) < 2**53 else repr(float(v))
+
+
+def triple_message(code: int, r: int, i: int, x: float, y: float, p: float) -> str:
+    """The error message for a triple code from `check_triples`."""
+    where = f"moves[{r}] triple {i}: "
+    if code == NOT_INTEGER:
+        return where + f"position ({_number(x)}, {_number(y)}) is not a pair of integers"
+    if code == OFF_BOARD:
+        return where + f"position ({_number(x)}, {_number(y)}) is off the board (x 0..7, y 0..15)"
+    if code == BAD_PROBABILITY:
+        return where + f"probability {float(p)!r} is not a number >= 0"
+    if code == DUPLICATE:
+        return where + f"position ({_number(x)}, {_number(y)}) given twice"
+    raise ValueError(f"unknown triple code {code}")
+
+
+def check_sparse_structure(sparse: object) -> str | None:
+    """None if sparse has the JSON moves shape (a list of 4 lists whose lengths are multiples of
+    3), else what is wrong."""
+    if not isinstance(sparse, list) or len(sparse) != 4:
+        shown = f"a list of {len(sparse)}" if isinstance(sparse, list) else type(sparse).__name__
+        return f"moves must be a list of 4 lists (one per rotation), got {shown}"
+    for r, flat in enumerate(sparse):
+        if not isinstance(flat, list):
+            return f"moves[{r}] must be a flat list of x, y, p triples, got {type(flat).__name__}"
+        if len(flat) % 3:
+            return f"moves[{r}] must be a flat list of x, y, p triples, got length {len(flat)}"
+    return None
+
+
 def dense_moves(sparse: list[list[float]]) -> np.ndarray:
     """The JSON form (4 lists of x, y, p triples) to float32[4, 8, 16]. Raises ValueError naming the
-    rotation and triple at fault."""
-    if not isinstance(sparse, list) or len(sparse) != 4:
-        raise ValueError(f"moves must be a list of 4 lists (one per rotation), got {str(sparse)[:60]}")
-    out = np.zeros(MOVES_SHAPE, np.float32)
-    for r, flat in enumerate(sparse):
-        if not isinstance(flat, list) or len(flat) % 3:
-            raise ValueError(f"moves[{r}] must be a flat list of x, y, p triples, got length {len(flat)}")
-        for i in range(0, len(flat), 3):
-            x, y, p = flat[i : i + 3]
-            if not (isinstance(x, int) and isinstance(y, int) and 0 <= x < K.WIDTH and 0 <= y < K.HEIGHT):
-                raise ValueError(f"moves[{r}] triple {i // 3}: position ({x}, {y}) is off the board")
-            if not isinstance(p, (int, float)) or not p >= 0:  # also rejects NaN
-                raise ValueError(f"moves[{r}] triple {i // 3}: probability {p!r} is not a number >= 0")
-            if out[r, x, y]:
-                raise ValueError(f"moves[{r}] triple {i // 3}: position ({x}, {y}) given twice")
-            out[r, x, y] = p
-    return out
+    rotation and triple at fault (positions must be integers on the board, p a number >= 0, no
+    position twice; a position may be written 3 or 3.0)."""
+    problem = check_sparse_structure(sparse)
+    if problem:
+        raise ValueError(problem)
+    triples = [numeric_values(flat, r).reshape(-1, 3) for r, flat in enumerate(sparse)]
+    counts = [len(t) for t in triples]
+    t = np.concatenate(triples)
+    r = np.repeat(np.arange(4), counts)
+    codes, slots = check_triples(np.zeros(len(t), np.int64), r, t[:, 0], t[:, 1], t[:, 2])
+    if codes.any():
+        j = int(np.argmax(codes != TRIPLE_OK))
+        i = j - sum(counts[: r[j]])
+        raise ValueError(triple_message(int(codes[j]), int(r[j]), i, *t[j]))
+    out = np.zeros(N_MOVES, np.float32)
+    out[slots] = t[:, 2]
+    return out.reshape(MOVES_SHAPE)
 
 
 def sparse_moves(dense: np.ndarray, digits: int = 6) -> list[list[float]]:
-    """float[4, 8, 16] to the JSON form, listing non-zero entries in (x, y) order, p rounded."""
+    """float[4, 8, 16] to the JSON form, listing non-zero entries of each rotation in (x, y) order,
+    p rounded to digits (entries that round to 0 are left out: they carry no mass)."""
     dense = np.asarray(dense)
-    out = []
-    for r in range(4):
-        flat: list[float] = []
-        for x, y in zip(*np.nonzero(dense[r])):
-            flat += [int(x), int(y), round(float(dense[r, x, y]), digits)]
-        out.append(flat)
-    return out
+    if dense.shape != MOVES_SHAPE:
+        raise ValueError(f"moves must have shape {MOVES_SHAPE}, got {dense.shape}")
+    r, x, y = np.nonzero(dense)  # C order: by r, then x, then y
+    p = np.round(dense[r, x, y].astype(np.float64), digits)
+    keep = p != 0
+    r, x, y, p = r[keep], x[keep], y[keep], p[keep]
+    triples = np.empty((len(r), 3), object)  # ints stay ints, so JSON writes 3 not 3.0
+    triples[:, 0], triples[:, 1], triples[:, 2] = x.tolist(), y.tolist(), p.tolist()
+    bounds = np.searchsorted(r, np.arange(5))
+    return [triples[bounds[k] : bounds[k + 1]].ravel().tolist() for k in range(4)]
 
 
 def moves_from_dict(probabilities: dict[Move, float], pill: Pill) -> np.ndarray:

@@ -1,0 +1,235 @@
+"""Loading example files into the compact ExampleSet: games, split, cache, device batches."""
+
+import json
+import os
+import warnings
+from dataclasses import fields
+
+import numpy as np
+import pytest
+import torch
+
+import drmario as dm
+from drmario.dataset import ExampleSet, augment_colours, cache_path, example_files, load_examples
+from drmario.encode import planes
+from drmario.examples import COLOUR_PERMUTATIONS, ExampleError, colour_table, game_examples, sidecar_path, write_games
+
+
+def random_games(n: int, seed: int) -> list[tuple[dm.GameRecord, list]]:
+    """n finished random games (levels 0-20) with uniform targets over the legal moves."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        game = dm.Game(int(rng.integers(2, 0x10000)), int(rng.integers(0, 21)))
+        targets = []
+        while not game.over:
+            mask = game.legal_mask().astype(np.float32)
+            targets.append(mask / mask.sum())
+            moves = game.legal_moves()
+            game.play(moves[rng.integers(len(moves))])
+        record = game.record()
+        out.append((record, game_examples(record, targets)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def game_sets() -> list[list]:
+    return [random_games(6, seed) for seed in range(3)]
+
+
+@pytest.fixture
+def folder(tmp_path, game_sets):
+    write_games(tmp_path / "a.jsonl", game_sets[0], {"seed": 0})
+    write_games(tmp_path / "b.jsonl.gz", game_sets[1], {"seed": 1})
+    (tmp_path / "sub").mkdir()
+    write_games(tmp_path / "sub" / "c.jsonl", game_sets[2], {"seed": 2})
+    return tmp_path
+
+
+def arrays_equal(a: ExampleSet, b: ExampleSet) -> bool:
+    return all(np.array_equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(ExampleSet))
+
+
+def flat_examples(game_sets):
+    return [ex for games in game_sets for _, exs in games for ex in exs]
+
+
+def test_load_files_with_sidecars(folder, game_sets):
+    reports = []
+    es = load_examples(folder, progress=False, reports=reports)
+    want = flat_examples(game_sets)
+    assert len(es) == len(want) and [r.games_from for r in reports] == ["sidecar"] * 3
+    assert [os.path.basename(r.path) for r in reports] == ["a.jsonl", "b.jsonl.gz", "c.jsonl"]
+    assert len(np.unique(es.game)) == sum(len(g) for g in game_sets)
+    # every game id holds one whole game: durations n..1, in file order
+    for g in np.unique(es.game):
+        d = es.duration[es.game == g]
+        assert d.tolist() == list(range(len(d), 0, -1))
+    assert np.array_equal(es.cells, np.stack([ex.board.cells for ex in want]))
+    assert es.pills.tolist() == [[ex.pill.left, ex.pill.right] for ex in want]
+    assert es.won.tolist() == [ex.won for ex in want] and es.cleared.tolist() == [ex.cleared for ex in want]
+    dense = es.dense_moves()
+    assert np.allclose(dense.sum(axis=(1, 2, 3)), 1, atol=1e-6)  # renormalised
+    assert np.abs(dense - np.stack([ex.moves for ex in want])).max() < 2e-6
+    legal = es.legal()
+    assert all(np.array_equal(legal[i], dm.legal_mask(ex.board, ex.pill)) for i, ex in enumerate(want))
+    assert ((dense > 0) <= legal).all()
+    assert es.nbytes / len(es) < 1000  # compact: no planes, no dense targets
+
+
+def test_split_by_game_leaves_no_game_on_both_sides(folder):
+    es = load_examples(folder, progress=False)
+    for seed in range(5):
+        train, test = es.split_by_game(0.25, seed)
+        assert len(train) + len(test) == len(es) and len(test) > 0
+        assert not set(train.game.tolist()) & set(test.game.tolist())
+        assert sorted(np.concatenate([train.game, test.game]).tolist()) == sorted(es.game.tolist())
+
+
+def test_games_inferred_without_sidecar(folder):
+    with_sidecar = load_examples(folder, progress=False, cache=False)
+    for f in example_files(folder):
+        sidecar_path(f).unlink()
+    reports = []
+    inferred = load_examples(folder, progress=False, cache=False, reports=reports)
+    assert {r.games_from for r in reports} == {"duration countdown"}
+    assert np.array_equal(inferred.game, with_sidecar.game)
+
+
+def test_inconsistent_sidecar(folder):
+    side = sidecar_path(folder / "a.jsonl")
+    meta = json.loads(side.read_text())
+    meta["games"][0]["count"] += 1
+    side.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="a.meta.json"):
+        load_examples(folder / "a.jsonl", progress=False)
+    reports = []
+    with pytest.warns(UserWarning, match="duration countdown"):
+        es = load_examples(folder / "a.jsonl", progress=False, on_error="skip", reports=reports)
+    assert reports[0].games_from == "duration countdown" and reports[0].games == len(np.unique(es.game))
+    with pytest.raises(ValueError, match="a.meta.json"):  # the cache made by "skip" does not hide it
+        load_examples(folder / "a.jsonl", progress=False)
+
+
+def test_cache_hit_is_identical_and_invalidated_by_changes(folder, game_sets):
+    target = folder / "a.jsonl"
+    assert not cache_path(target).exists()
+    reports = []
+    first = load_examples(folder, progress=False, reports=reports)
+    assert all(cache_path(f).exists() for f in example_files(folder)) and not any(r.cached for r in reports)
+    reports.clear()
+    second = load_examples(folder, progress=False, reports=reports)
+    assert all(r.cached for r in reports) and arrays_equal(first, second)
+    assert [r.games for r in reports] == [len(g) for g in game_sets]
+
+    # rewrite one file with fewer games: its cache is stale, the others still hit
+    write_games(target, game_sets[0][:3], {"seed": 0})
+    reports.clear()
+    third = load_examples(folder, progress=False, reports=reports)
+    assert [r.cached for r in reports] == [False, True, True]
+    assert len(third) == len(first) - sum(len(e) for _, e in game_sets[0][3:])
+    assert arrays_equal(third, load_examples(folder, progress=False, cache=False))
+
+    # an edit that keeps the size (same length line swapped) changes the mtime
+    lines = target.read_text().splitlines(keepends=True)
+    lines[0], lines[1] = lines[1], lines[0]
+    target.write_text("".join(lines))
+    os.utime(target, ns=(10**18, 10**18))
+    reports.clear()
+    fourth = load_examples(target, progress=False, reports=reports)
+    assert not reports[0].cached
+    assert np.array_equal(fourth.cells[0], third.cells[1])
+
+
+def test_cache_remembers_skipped_lines(folder):
+    target = folder / "a.jsonl"
+    with open(target, "a") as f:
+        f.write('["not a board", "qu", 1, 0, 1, [[], [], [], []]]\n')
+    sidecar_path(target).unlink()  # the sidecar no longer describes the file
+    with pytest.raises(ExampleError, match=r"a.jsonl:\d+: board: expected 128 letters"):
+        load_examples(target, progress=False)
+    assert not cache_path(target).exists()
+    with pytest.warns(UserWarning, match="1 bad lines skipped"):
+        skipped = load_examples(target, progress=False, on_error="skip")
+    assert cache_path(target).exists()
+    with pytest.raises(ExampleError, match=r"a.jsonl:\d+: board: expected 128 letters"):
+        load_examples(target, progress=False)  # from the cache, still not silent
+    reports = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = load_examples(target, progress=False, on_error="skip", reports=reports)
+    assert reports[0].cached and reports[0].skipped == 1 and arrays_equal(skipped, again)
+
+
+def test_paths_globs_and_errors(folder):
+    n_all = len(load_examples(folder, progress=False))
+    n_a = len(load_examples(folder / "a.jsonl", progress=False))
+    assert len(load_examples(str(folder / "*.jsonl*"), progress=False)) < n_all
+    assert len(load_examples(str(folder / "**" / "*.jsonl"), progress=False)) < n_all
+    assert len(load_examples([folder / "a.jsonl", folder, folder / "a.jsonl"], progress=False)) == n_all
+    assert n_a < n_all
+    with pytest.raises(FileNotFoundError):
+        load_examples(folder / "missing.jsonl", progress=False)
+    with pytest.raises(FileNotFoundError):
+        load_examples(str(folder / "*.nothing"), progress=False)
+    with pytest.raises(ValueError, match="on_error"):
+        load_examples(folder, progress=False, on_error="ignore")
+
+
+def test_progress_output(folder, capsys):
+    load_examples(folder, progress=True)
+    out = capsys.readouterr().out
+    assert "on_error='raise'" in out and "examples" in out
+
+
+def test_device_batch_matches_numpy(folder):
+    es = load_examples(folder, progress=False)
+    dev = es.to_device("cpu")
+    idx = np.random.default_rng(0).choice(len(es), 37, replace=False)
+    batch = dev.batch(torch.from_numpy(idx))
+    assert np.array_equal(batch.planes.numpy(), planes(es.cells[idx], es.pills[idx]))
+    assert np.array_equal(batch.moves.numpy(), es.dense_moves()[idx])
+    assert np.array_equal(batch.legal.numpy(), es.legal()[idx])
+    assert batch.won.tolist() == es.won[idx].tolist() and batch.duration.tolist() == es.duration[idx].tolist()
+    assert batch.cleared.tolist() == es.cleared[idx].tolist()
+
+
+def test_augment_gives_six_colourings_per_example(folder):
+    es = load_examples(folder, progress=False)
+    aug = load_examples(folder, progress=False, augment=True)
+    n = len(es)
+    assert len(aug) == 6 * n and np.array_equal(aug.game, np.tile(es.game, 6))
+    for k, perm in enumerate(COLOUR_PERMUTATIONS):
+        block = aug.subset(np.arange(k * n, (k + 1) * n))
+        assert np.array_equal(block.cells, colour_table(perm)[es.cells])
+        assert np.array_equal(block.legal_bits, es.legal_bits) and np.array_equal(block.move_prob, es.move_prob)
+        # the engine agrees that the legal moves did not change
+        for i in range(0, n, 17):
+            board, pill = dm.Board(block.cells[i]), dm.Pill(dm.Colour(block.pills[i, 0]), dm.Colour(block.pills[i, 1]))
+            assert np.array_equal(dm.legal_mask(board, pill), es.legal()[i])
+    train, test = aug.split_by_game(0.3, 1)
+    assert not set(train.game.tolist()) & set(test.game.tolist())
+    assert len(augment_colours(es, COLOUR_PERMUTATIONS[:2])) == 2 * n
+
+
+def test_empty_files(tmp_path):
+    (tmp_path / "e.jsonl").write_text("")
+    es = load_examples(tmp_path, progress=False)
+    assert len(es) == 0 and es.dense_moves().shape == (0, 4, 8, 16)
+
+
+def test_sidecar_games_survive_blank_and_skipped_lines(folder, game_sets):
+    target = folder / "a.jsonl"
+    lines = target.read_text().splitlines(keepends=True)
+    lines[5] = '["corrupted"]\n'  # example 5 is lost, in place
+    lines.insert(3, "\n")  # a blank line is not an example: the sidecar's line index skips it
+    target.write_text("".join(lines))
+    reports = []
+    with pytest.warns(UserWarning, match="1 bad lines skipped"):
+        es = load_examples(target, progress=False, on_error="skip", reports=reports)
+    assert reports[0].games_from == "sidecar" and reports[0].error_lines == [7] and reports[0].blank == 1
+    sizes = [len(exs) for _, exs in game_sets[0]]
+    assert np.bincount(es.game).tolist() == [sizes[0] - 1, *sizes[1:]]
+    want = [ex for _, exs in game_sets[0] for ex in exs]
+    del want[5]
+    assert es.duration.tolist() == [ex.duration for ex in want]

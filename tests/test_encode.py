@@ -1,0 +1,176 @@
+"""Input planes and the moves target forms (drmario.encode)."""
+
+import numpy as np
+import pytest
+import torch
+from helpers import random_board
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import drmario as dm
+from drmario import kernels as K
+from drmario.encode import (
+    MOVES_SHAPE,
+    N_PLANES,
+    _planes_gather,
+    dense_moves,
+    encode,
+    move_index,
+    moves_from_dict,
+    planes,
+    planes_torch,
+    sparse_moves,
+    symmetrize,
+)
+
+pills = st.sampled_from(dm.ALL_PILLS)
+
+
+def test_design_note_example_decodes_to_exactly_those_cells():
+    dense = dense_moves([[3, 5, 0.5], [6, 7, 0.2, 2, 4, 0.3], [], []])
+    assert dense.shape == (4, 8, 16) and dense.dtype == np.float32
+    expected = np.zeros((4, 8, 16), np.float32)
+    expected[0, 3, 5], expected[1, 6, 7], expected[1, 2, 4] = 0.5, 0.2, 0.3
+    assert np.array_equal(dense, expected)
+    assert sparse_moves(dense) == [[3, 5, 0.5], [2, 4, 0.3, 6, 7, 0.2], [], []]  # (x, y) order
+
+
+def hand_built() -> tuple[dm.Board, dm.Pill, dict[int, list[tuple[int, int]]]]:
+    """A board with a few viruses, a horizontal and a vertical pill and a lone half, and the planes
+    each occupied cell must set."""
+    cells = np.zeros((8, 16), np.uint8)
+    expected = {}
+
+    def put(x, y, shape, colour, channel):
+        cells[x, y] = shape << 2 | colour
+        expected.setdefault(channel, []).append((x, y))
+
+    put(0, 0, K.VIRUS, K.RED, 0)
+    put(7, 3, K.VIRUS, K.YELLOW, 1)
+    put(2, 10, K.VIRUS, K.BLUE, 2)
+    put(5, 2, K.VIRUS, K.BLUE, 2)
+    put(3, 0, K.LEFT, K.YELLOW, 7)  # horizontal pill yellow|blue
+    put(4, 0, K.RIGHT, K.BLUE, 11)
+    put(6, 0, K.BOTTOM, K.RED, 3)  # vertical pill: red bottom, blue top, both "disconnected" planes
+    put(6, 1, K.TOP, K.BLUE, 5)
+    put(1, 5, K.DISCONNECTED, K.YELLOW, 4)
+    put(0, 15, K.DISCONNECTED, K.RED, 3)
+    return dm.Board(cells), dm.Pill.from_string("su"), expected  # pill blue|red
+
+
+def test_hand_built_board_sets_exactly_the_expected_planes():
+    board, pill, expected = hand_built()
+    # the board survives its text form, so the cells are what the letters say
+    assert dm.Board.from_string(board.to_string()) == board
+    assert board[3, 0] == "r" and board[4, 0] == "w" and board[6, 0] == "i" and board[6, 1] == "o"
+    x = encode(board, pill)
+    assert x.shape == (N_PLANES, 8, 16) and x.dtype == np.float32
+    want = np.zeros((18, 8, 16), np.float32)
+    for channel, cells in expected.items():
+        for cx, cy in cells:
+            want[channel, cx, cy] = 1
+    want[12 + 2] = 1  # left colour blue
+    want[15 + 0] = 1  # right colour red
+    assert np.array_equal(x, want)
+    assert x[:12].sum() == sum(len(v) for v in expected.values())  # one plane per occupied cell
+
+
+def test_pill_planes_for_every_pill():
+    for pill in dm.ALL_PILLS:
+        x = encode(dm.Board.empty(), pill)
+        assert x[:12].sum() == 0
+        assert [int(x[12 + c, 0, 0]) for c in range(3)] == [int(pill.left == c + 1) for c in range(3)]
+        assert [int(x[15 + c, 5, 9]) for c in range(3)] == [int(pill.right == c + 1) for c in range(3)]
+        assert x[12:].sum() == 2 * 128
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0, 1), st.lists(pills, min_size=1, max_size=5))
+def test_numpy_and_torch_planes_agree(seed, fill, pill_list):
+    boards = np.stack([random_board(seed + i, fill).cells for i in range(len(pill_list))])
+    pill_array = np.array([(p.left, p.right) for p in pill_list], np.uint8)
+    x = planes(boards, pill_array)
+    assert x.shape == (len(pill_list), 18, 8, 16)
+    for i, p in enumerate(pill_list):
+        assert np.array_equal(x[i], encode(dm.Board(boards[i]), p))
+    t = planes_torch(torch.from_numpy(boards), torch.from_numpy(pill_array))
+    assert t.dtype == torch.float32 and np.array_equal(t.numpy(), x)
+    half = planes_torch(torch.from_numpy(boards), torch.from_numpy(pill_array), torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and np.array_equal(half.float().numpy(), x)
+    # the gather used on GPUs, run here on the CPU
+    for dtype in (torch.float32, torch.bfloat16):
+        g = _planes_gather(torch.from_numpy(boards), torch.from_numpy(pill_array), dtype)
+        assert g.dtype == dtype and np.array_equal(g.float().numpy(), x)
+    if torch.cuda.is_available():
+        c = planes_torch(torch.from_numpy(boards).cuda(), torch.from_numpy(pill_array).cuda())
+        assert c.is_cuda and np.array_equal(c.cpu().numpy(), x)
+
+
+def test_planes_keep_leading_dimensions():
+    boards = np.zeros((2, 3, 8, 16), np.uint8)
+    boards[1, 2, 4, 4] = K.VIRUS << 2 | K.BLUE
+    pill_array = np.full((2, 3, 2), K.YELLOW, np.uint8)
+    x = planes(boards, pill_array, dtype=np.uint8)
+    assert x.shape == (2, 3, 18, 8, 16) and x.dtype == np.uint8
+    assert x[1, 2, 2, 4, 4] == 1 and x[..., :12, :, :].sum() == 1
+    assert (x[..., 13, :, :] == 1).all() and (x[..., 16, :, :] == 1).all()
+
+
+@st.composite
+def distributions(draw):
+    """A dense moves target: random positive mass on random slots, summing to 1."""
+    slots = draw(st.lists(st.integers(0, 511), min_size=1, max_size=60, unique=True))
+    weights = draw(st.lists(st.integers(1, 1000), min_size=len(slots), max_size=len(slots)))
+    dense = np.zeros(512, np.float64)
+    dense[slots] = np.array(weights) / sum(weights)
+    return dense.reshape(MOVES_SHAPE).astype(np.float32)
+
+
+@settings(max_examples=100, deadline=None)
+@given(distributions())
+def test_sparse_dense_round_trip(dense):
+    sparse = sparse_moves(dense)
+    assert len(sparse) == 4 and all(len(flat) % 3 == 0 for flat in sparse)
+    assert all(isinstance(v, int) for flat in sparse for v in flat[0::3] + flat[1::3])
+    back = dense_moves(sparse)
+    assert np.abs(back - dense).max() <= 5e-7 + 1e-7
+    assert set(map(tuple, np.argwhere(back))) <= set(map(tuple, np.argwhere(dense)))
+    assert sparse_moves(back) == sparse  # the JSON form is a fixed point
+    exact = dense_moves([[3, 5, 0.25], [], [7, 15, 0.5], [0, 0, 0.25]])
+    assert dense_moves(sparse_moves(exact)).tolist() == exact.tolist()
+
+
+@pytest.mark.parametrize(
+    "sparse, message",
+    [
+        ([[3, 5, 1]], "list of 4 lists"),
+        ("moves", "list of 4 lists"),
+        ([[3, 5], [], [], []], r"moves\[0\] .* got length 2"),
+        ([[], 7, [], []], r"moves\[1\] must be a flat list .* got int"),
+        ([[], [], [1, 2, "x"], []], r"moves\[2\] triple 0: 'x' is not a number"),
+        ([[], [], [], [0, 0, 0.5, 1, 2.5, 0.5]], r"moves\[3\] triple 1: position \(1, 2.5\) is not a pair of integers"),
+        ([[8, 0, 1], [], [], []], r"moves\[0\] triple 0: position \(8, 0\) is off the board"),
+        ([[0, -1, 1], [], [], []], "off the board"),
+        ([[0, 16, 1], [], [], []], "off the board"),
+        ([[1, 1, -0.5], [], [], []], r"probability -0.5 is not a number >= 0"),
+        ([[1, 1, float("nan")], [], [], []], "probability nan"),
+        ([[1, 1, float("inf")], [], [], []], "probability inf"),
+        ([[], [1, 1, 0.5, 2, 2, 0.25, 1, 1, 0.25], [], []], r"moves\[1\] triple 2: position \(1, 1\) given twice"),
+    ],
+)
+def test_dense_moves_errors_name_rotation_and_triple(sparse, message):
+    with pytest.raises(ValueError, match=message):
+        dense_moves(sparse)
+
+
+def test_symmetrize_and_moves_from_dict():
+    same, mixed = dm.Pill.from_string("rv"), dm.Pill.from_string("rw")
+    d = moves_from_dict({dm.Move(0, 2, 0): 0.5, dm.Move(1, 4, 0): 0.5}, same)
+    assert d[0, 2, 0] == d[2, 2, 0] == 0.25 and d[1, 4, 0] == d[3, 4, 0] == 0.25 and d.sum() == 1
+    d = moves_from_dict({dm.Move(0, 2, 0): 0.5, dm.Move(3, 4, 0): 0.5}, mixed)
+    assert d[0, 2, 0] == 0.5 and d[3, 4, 0] == 0.5 and d[2, 2, 0] == 0
+    batch = np.zeros((2, 4, 8, 16), np.float32)
+    batch[:, 1, 3, 3] = 1
+    out = symmetrize(batch, np.array([True, False]))
+    assert out[0, 1, 3, 3] == out[0, 3, 3, 3] == 0.5 and out[1, 1, 3, 3] == 1 and out[1, 3, 3, 3] == 0
+    assert move_index(dm.Move(2, 3, 4)) == 2 * 128 + 3 * 16 + 4

@@ -1,0 +1,470 @@
+"""Training: one config object, one loop (spec/design.md sections 2 and 4).
+
+`train(cfg, run_dir)` writes into run_dir: config.json, metrics.csv (one row per logged step, every
+loss term) and checkpoints/step-NNNNNN.pt + checkpoints/latest.pt (model, optimizer, scheduler,
+config, step, data position, RNG states). If run_dir already holds latest.pt the run continues from
+it, and gives the same result as an uninterrupted run.
+
+Data: the examples are split by game, copied compact to the device once, and expanded per batch
+there. Batches come from a permutation drawn by a torch.Generator seeded from (seed, epoch), so the
+data position is (epoch, batch index in the epoch). Incomplete last batches are dropped.
+
+metrics.csv: step (optimiser steps done), epoch (steps / batches per epoch, fractional), samples,
+time_s (wall time, across resumptions), split ("train": means over the steps since the last train
+row; "test": means over the whole test set, eval mode), lr (of the last step), samples_per_s
+(training, or evaluation for test rows), loss (the total) and its terms won, cleared, duration,
+moves, reg.
+
+GPU: bf16 autocast, channels_last, optional torch.compile. The loop never waits for the device
+between steps: loss terms stay on the device and are read every log_every steps, and so is the
+non-finite check ("stop" mode; "skip" mode must read the loss every step to decide).
+
+Regularisation c‖θ‖² (NetConfig.reg): reg="loss" adds it to the loss (the design's form, any
+optimizer); reg="decay" leaves it to the optimiser as weight decay 2c·θ (SGD: the same update
+exactly; AdamW: decoupled decay, a different regulariser). The reg term is logged either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+import re
+import time
+import warnings
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .dataset import Batch, DeviceExamples, ExampleSet
+from .net import (
+    CheckpointError,
+    DrMarioNet,
+    NetConfig,
+    checkpoint_config,
+    load_state,
+    loss_terms,
+    read_checkpoint,
+    weight_norm2,
+)
+
+COLUMNS = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
+COLUMNS += ("loss", "won", "cleared", "duration", "moves", "reg")
+TERMS = ("total", "won", "cleared", "duration", "moves", "reg")  # order of the on-device term vectors
+# config fields that may change between a run and its resumption without a warning
+RESUMABLE = {
+    "steps",
+    "eval_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "log_every",
+    "progress",
+    "device",
+    "compile",
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs (saved as run_dir/config.json and in every checkpoint)."""
+
+    data: list[str] = field(default_factory=list)  # example files (JSON Lines); or pass examples to train()
+    augment: bool = False  # passed to dataset.load_examples
+    test_fraction: float = 0.1  # share of games held out for the test rows
+    seed: int = 0  # initialisation, split and batch order
+    net: NetConfig = field(default_factory=NetConfig)
+    optimizer: str = "sgd"  # "sgd" | "adamw"
+    lr: float = 0.02  # peak learning rate
+    momentum: float = 0.9  # sgd
+    nesterov: bool = True  # sgd
+    betas: tuple[float, float] = (0.9, 0.999)  # adamw
+    reg: str = "loss"  # where c‖θ‖² acts: "loss" (in the loss) | "decay" (optimiser weight decay 2c)
+    schedule: str = "cosine"  # "constant" | "cosine" | "step", after warmup_steps of linear warm-up
+    warmup_steps: int = 0
+    min_lr_fraction: float = 0.0  # cosine: final lr / lr
+    step_every: int = 1000  # step schedule: multiply lr by step_gamma every step_every steps
+    step_gamma: float = 0.1
+    batch_size: int = 256
+    steps: int = 1000  # total optimiser steps (a resumed run continues up to this)
+    log_every: int = 20  # train rows of metrics.csv (averages over the steps since the last row)
+    eval_every: int = 200  # test rows (whole test set)
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 0  # step-*.pt files kept (0: all); latest.pt is always kept
+    device: str = "auto"  # "auto": cuda if available, else cpu
+    amp: bool = True  # bf16 autocast (CUDA only)
+    channels_last: bool = True  # CUDA only
+    compile: bool = False  # torch.compile the network for training
+    grad_clip: float = 0.0  # max global gradient norm (0: off)
+    on_nonfinite: str = "stop"  # "stop": stop cleanly and say where; "skip": skip the step, counted
+    max_skips: int = 100  # "skip": stop after this many skipped steps
+    progress: bool = True  # tqdm progress bar
+
+    def __post_init__(self) -> None:
+        if isinstance(self.net, dict):
+            self.net = NetConfig.from_dict(self.net)
+        if isinstance(self.data, (str, os.PathLike)):
+            self.data = [self.data]
+        self.data = [str(p) for p in self.data]
+        self.betas = tuple(self.betas)
+        choices = {
+            "optimizer": ("sgd", "adamw"),
+            "reg": ("loss", "decay"),
+            "schedule": ("constant", "cosine", "step"),
+            "on_nonfinite": ("stop", "skip"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"TrainConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("batch_size", "steps", "log_every", "eval_every", "checkpoint_every", "step_every"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
+                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not (self.lr > 0 and self.grad_clip >= 0 and self.warmup_steps >= 0):
+            raise ValueError("TrainConfig: need lr > 0, grad_clip >= 0 and warmup_steps >= 0")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        """Missing keys take the defaults; unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown keys {unknown}; known keys are {sorted(known)}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+@dataclass
+class TrainResult:
+    step: int  # steps done
+    train: dict[str, float]  # the last train row's loss terms (loss, won, cleared, duration, moves, reg)
+    test: dict[str, float]  # the last test row's ({} without a test set)
+    run_dir: Path
+    metrics: Path  # metrics.csv
+    checkpoint: Path | None  # latest.pt
+    n_train: int = 0
+    n_test: int = 0
+    skipped: int = 0  # steps skipped for a non-finite loss
+    stopped: str | None = None  # why training stopped early, or None
+
+
+def resolve_device(name: str) -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
+
+
+def make_optimizer(net: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    decay = 2 * cfg.net.reg if cfg.reg == "decay" else 0.0  # d(c‖θ‖²)/dθ = 2cθ
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(
+            net.parameters(), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=decay
+        )
+    return torch.optim.AdamW(net.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=decay)
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of cfg.lr for the step after `step` steps."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    t = step - cfg.warmup_steps
+    if cfg.schedule == "cosine":
+        p = min(1.0, t / max(1, cfg.steps - cfg.warmup_steps))
+        return cfg.min_lr_fraction + (1 - cfg.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * p))
+    if cfg.schedule == "step":
+        return cfg.step_gamma ** (t // cfg.step_every)
+    return 1.0
+
+
+def autocast(device: torch.device, cfg: TrainConfig):
+    if device.type == "cuda" and cfg.amp:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def forward_backward(
+    net: torch.nn.Module, batch: Batch, cfg: TrainConfig, model: DrMarioNet, device: torch.device
+) -> torch.Tensor:
+    """Forward and backward of one batch (net may be model compiled). Returns the loss terms
+    float[6] in TERMS order, detached, still on the device."""
+    planes = batch.planes
+    if device.type == "cuda" and cfg.channels_last:
+        planes = planes.contiguous(memory_format=torch.channels_last)
+    with autocast(device, cfg):
+        out = net(planes)
+    terms = loss_terms(out, batch, cfg.net, model, reg_grad=cfg.reg == "loss")
+    terms["total"].backward()
+    return torch.stack([terms[t] for t in TERMS]).detach()
+
+
+@torch.no_grad()
+def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, device: torch.device) -> torch.Tensor:
+    """Mean loss terms over all examples (eval mode), float[6] in TERMS order on the device."""
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(4, device=device)
+    n = len(examples)
+    for s in range(0, n, cfg.batch_size):
+        batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
+        planes = batch.planes
+        if device.type == "cuda" and cfg.channels_last:
+            planes = planes.contiguous(memory_format=torch.channels_last)
+        with autocast(device, cfg):
+            out = model(planes)
+        t = loss_terms(out, batch, cfg.net)
+        sums += torch.stack([t["won"], t["cleared"], t["duration"], t["moves"]]) * len(batch.won)
+    model.train(was_training)
+    means = sums / max(n, 1)
+    reg = cfg.net.reg * weight_norm2(model)
+    return torch.cat([(means.sum() + reg)[None], means, reg[None]])
+
+
+def _permutation(n: int, seed: int, epoch: int, device: torch.device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1, np.uint64)[0]))
+    return torch.randperm(n, generator=g).to(device)
+
+
+def _fmt(v) -> str:
+    return f"{v:.7g}" if isinstance(v, float) else str(v)
+
+
+def _append_row(path: Path, row: dict) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a") as f:
+        if new:
+            f.write(",".join(COLUMNS) + "\n")
+        f.write(",".join(_fmt(row[c]) for c in COLUMNS) + "\n")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop rows written after the checkpoint we resume from (a run that died after logging them)."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    keep = lines[:1] + [ln for ln in lines[1:] if ln.strip() and int(ln.split(",", 1)[0]) <= step]
+    if len(keep) != len(lines):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(keep))
+        os.replace(tmp, path)
+
+
+def _last_rows(path: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """The loss terms of the last train and test rows of metrics.csv ({} where there are none)."""
+    last: dict[str, dict[str, float]] = {"train": {}, "test": {}}
+    if path.exists():
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                last[r["split"]] = {k: float(r[k]) for k in COLUMNS[7:]}
+    return last["train"], last["test"]
+
+
+def _write_checkpoint(ckpt_dir: Path, state: dict, keep: int) -> Path:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getvalue()
+    for name in (f"step-{state['step']:06d}.pt", "latest.pt"):
+        tmp = ckpt_dir / f"{name}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, ckpt_dir / name)
+    if keep:
+        for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
+            old.unlink()
+    return ckpt_dir / "latest.pt"
+
+
+def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
+    if saved.get("net") != cfg.net.to_dict():
+        a, b = saved.get("net") or {}, cfg.net.to_dict()
+        diff = ", ".join(f"{k}: {a.get(k)!r} -> {b[k]!r}" for k in b if a.get(k) != b[k])
+        raise CheckpointError(
+            f"checkpoint {path} holds a run of another network ({diff}); use another run_dir or the same NetConfig"
+        )
+    new = cfg.to_dict()
+    changed = [k for k in new if k not in RESUMABLE and saved.get(k) != new[k]]
+    if changed:
+        warnings.warn(
+            f"resuming {path} with changed settings {changed}: the run will not match an uninterrupted one",
+            stacklevel=3,
+        )
+
+
+def _nonfinite_message(rows: torch.Tensor, steps: list[int]) -> str | None:
+    """rows float[n, 6] of loss terms for steps; a message about the first non-finite row, if any."""
+    bad = ~torch.isfinite(rows)
+    if not bad.any():
+        return None
+    i = int(bad.any(dim=1).nonzero()[0, 0])
+    values = ", ".join(f"{t}={v:.4g}" for t, v, b in zip(TERMS, rows[i].tolist(), bad[i].tolist()) if b)
+    return f"step {steps[i]}: non-finite loss ({values})"
+
+
+def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = None) -> TrainResult:
+    """Train (or continue training) the network of cfg.net in run_dir; see the module docstring."""
+    run_dir = Path(run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    metrics_path, latest = run_dir / "metrics.csv", ckpt_dir / "latest.pt"
+    device = resolve_device(cfg.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels
+
+    if examples is None:
+        if not cfg.data:
+            raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
+        from .dataset import load_examples  # imported here: written alongside this module
+
+        examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
+    train_set, test_set = examples.split_by_game(cfg.test_fraction, cfg.seed)
+    B = cfg.batch_size
+    per_epoch = len(train_set) // B
+    if per_epoch == 0:
+        raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
+    train_dev = train_set.to_device(device)
+    test_dev = test_set.to_device(device) if len(test_set) else None
+
+    torch.manual_seed(cfg.seed)
+    model = DrMarioNet(cfg.net).to(device)
+    if cuda and cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = make_optimizer(model, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg))
+    step, epoch, index, elapsed, skipped = 0, 0, 0, 0.0, 0
+    if latest.exists():
+        ck = read_checkpoint(latest)
+        _check_resume(ck.get("config", {}), cfg, latest)
+        load_state(model, ck["model"], latest, checkpoint_config(ck, latest))
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        step, elapsed, skipped = ck["step"], ck["time_s"], ck["skipped"]
+        epoch, index = ck["position"]["epoch"], ck["position"]["index"]
+        torch.set_rng_state(ck["rng"]["torch"])
+        if cuda and ck["rng"]["cuda"]:
+            torch.cuda.set_rng_state_all(ck["rng"]["cuda"])
+    _truncate_metrics(metrics_path, step)  # rows logged after the checkpoint (or without one) are redone
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    net = torch.compile(model) if cfg.compile else model
+    model.train()
+
+    def checkpoint() -> Path:
+        state = {
+            "net_config": cfg.net.to_dict(),
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "config": cfg.to_dict(),
+            "step": step,
+            "position": {"epoch": epoch, "index": index},
+            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if cuda else []},
+            "time_s": time.perf_counter() - t0,
+            "skipped": skipped,
+        }
+        return _write_checkpoint(ckpt_dir, state, cfg.keep_checkpoints)
+
+    def row(split: str, terms: list[float], lr: float, rate: float) -> dict[str, float]:
+        losses = {k: float(_fmt(v)) for k, v in zip(("loss", *TERMS[1:]), terms)}  # as written
+        _append_row(
+            metrics_path,
+            {
+                "step": step,
+                "epoch": round(step / per_epoch, 4),
+                "samples": step * B,
+                "time_s": round(time.perf_counter() - t0, 3),
+                "split": split,
+                "lr": lr,
+                "samples_per_s": round(rate, 1),
+                **losses,
+            },
+        )
+        return losses
+
+    perm = _permutation(len(train_set), cfg.seed, epoch, device)
+    window = torch.zeros(cfg.log_every, len(TERMS), device=device)  # this log window's per-step terms
+    window_steps: list[int] = []
+    t0 = time.perf_counter() - elapsed
+    window_t, paused = time.perf_counter(), 0.0
+    last_train, last_test = _last_rows(metrics_path)  # a finished run, run again, returns its results
+    stopped, path, path_step = None, latest if latest.exists() else None, step
+    bar = tqdm(total=cfg.steps, initial=step, desc="train", disable=not cfg.progress, dynamic_ncols=True)
+    while step < cfg.steps:
+        if index == per_epoch:
+            epoch, index = epoch + 1, 0
+            perm = _permutation(len(train_set), cfg.seed, epoch, device)
+        batch = train_dev.batch(perm[index * B : (index + 1) * B])
+        index += 1
+        lr = opt.param_groups[0]["lr"]
+        opt.zero_grad(set_to_none=True)
+        terms = forward_backward(net, batch, cfg, model, device)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip) if cfg.grad_clip else None
+        apply = True
+        if cfg.on_nonfinite == "skip":  # needs the loss on the host now: one sync per step
+            ok = torch.isfinite(terms).all() & (torch.isfinite(norm) if norm is not None else True)
+            apply = bool(ok)
+        if apply:
+            opt.step()
+            window[len(window_steps)] = terms
+            window_steps.append(step + 1)
+        else:
+            skipped += 1
+            msg = _nonfinite_message(terms[None], [step + 1]) or f"step {step + 1}: non-finite gradient norm"
+            tqdm.write(f"{msg}: step skipped ({skipped} so far)")
+        with warnings.catch_warnings():  # a skipped first step: the schedule still counts it
+            warnings.filterwarnings("ignore", re.escape("Detected call of `lr_scheduler.step()`"), UserWarning)
+            sched.step()
+        step += 1
+        bar.update(1)
+
+        if skipped > cfg.max_skips:
+            stopped = f"{skipped} steps skipped for a non-finite loss (max_skips={cfg.max_skips})"
+        log = step % cfg.log_every == 0 or step == cfg.steps
+        due_eval = test_dev is not None and (step % cfg.eval_every == 0 or step == cfg.steps)
+        due_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
+        if stopped is None and (log or due_eval or due_ckpt):  # sync points: check for non-finite terms
+            rows = window[: len(window_steps)]
+            stopped = _nonfinite_message(rows, window_steps)
+            if stopped is None and log and window_steps:
+                now = time.perf_counter()
+                rate = len(window_steps) * B / max(now - window_t - paused, 1e-9)
+                last_train = row("train", rows.mean(dim=0).tolist(), lr, rate)
+                bar.set_postfix(loss=f"{last_train['loss']:.4g}", lr=f"{lr:.3g}", samples_s=f"{rate:.0f}")
+                window_steps, window_t, paused = [], now, 0.0
+        if stopped is not None:
+            break
+        if due_eval or due_ckpt:
+            t = time.perf_counter()
+            if due_eval:
+                terms = evaluate(model, test_dev, cfg, device).tolist()
+                last_test = row("test", terms, lr, len(test_dev) / max(time.perf_counter() - t, 1e-9))
+            if due_ckpt:
+                path, path_step = checkpoint(), step
+            paused += time.perf_counter() - t
+    bar.close()
+    if stopped is not None:
+        where = f"the last checkpoint (step {path_step}) is {path}" if path else "no checkpoint was written"
+        stopped = f"{stopped}; training stopped at step {step}; {where}"
+        tqdm.write(stopped)
+    return TrainResult(
+        step=step,
+        train=last_train,
+        test=last_test,
+        run_dir=run_dir,
+        metrics=metrics_path,
+        checkpoint=path,
+        n_train=len(train_set),
+        n_test=len(test_set),
+        skipped=skipped,
+        stopped=stopped,
+    )

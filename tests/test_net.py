@@ -1,0 +1,272 @@
+"""The residual network, its loss, checkpoints and the Player (tiny networks, CPU)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import drmario as dm
+from drmario.dataset import ExampleSet
+from drmario.encode import moves_from_dict, planes_torch
+from drmario.net import (
+    CheckpointError,
+    DrMarioNet,
+    NetConfig,
+    NetOutput,
+    Player,
+    flops_per_position,
+    load_net,
+    load_player,
+    loss_terms,
+    save_net,
+)
+
+TINY = {"filters": 8, "blocks": 1}
+
+
+def real_examples(n_games: int = 6, seed: int = 0, level: int = 3) -> ExampleSet:
+    """Examples from random games: the target of each decision is the move played (its mass split
+    between r and r + 2 for a same-colour pill); cleared and duration count from the decision on."""
+    rng = np.random.default_rng(seed)
+    cols: dict[str, list] = {k: [] for k in ("cells", "pills", "won", "cleared", "duration", "moves", "game")}
+    for g in range(n_games):
+        game = dm.Game(int(rng.integers(2, 0x10000)), level)
+        before = []
+        while not game.over:
+            moves = game.legal_moves()
+            move = moves[rng.integers(len(moves))]
+            cols["cells"].append(game.board.cells)
+            cols["pills"].append((game.pill.left, game.pill.right))
+            cols["moves"].append(moves_from_dict({move: 1.0}, game.pill))
+            before.append((game.viruses_cleared, game.pills_used))
+            game.play(move)
+        for c, p in before:
+            cols["cleared"].append(game.viruses_cleared - c)
+            cols["duration"].append(game.pills_used - p)
+        cols["won"] += [game.outcome.won_value] * len(before)
+        cols["game"] += [g] * len(before)
+    return ExampleSet.from_dense(**{k: np.array(v) for k, v in cols.items()})
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny networks gain nothing from threads, and on a busy machine OpenMP threads spin."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def examples() -> ExampleSet:
+    return real_examples()
+
+
+def batch_of(examples: ExampleSet, n: int = 32):
+    return examples.to_device("cpu").batch(torch.arange(n))
+
+
+@pytest.mark.parametrize("head", ["design", "alphago"])
+def test_outputs_shapes_and_ranges(examples, head):
+    torch.manual_seed(0)
+    net = DrMarioNet(NetConfig(head=head, **TINY))
+    out = net(batch_of(examples).planes)
+    assert out.won.shape == out.cleared.shape == out.duration.shape == (32,)
+    assert out.moves.shape == out.log_moves.shape == (32, 4, 8, 16)
+    assert out.won.abs().max() <= 1 and out.cleared.min() >= 0 and out.duration.min() >= 0
+    torch.testing.assert_close(out.moves.sum(dim=(1, 2, 3)), torch.ones(32))
+    torch.testing.assert_close(out.log_moves.exp(), out.moves)
+
+
+def test_extreme_logits_stay_finite(examples):
+    """Saturated sigmoids: probabilities far below float32's range must keep a finite log."""
+    torch.manual_seed(0)
+    net = DrMarioNet(NetConfig(**TINY))
+    with torch.no_grad():
+        net.head.weight.mul_(1e4)
+    batch = batch_of(examples)
+    out = net(batch.planes)
+    assert out.moves.min() == 0  # some slots underflow to 0 ...
+    assert torch.isfinite(out.log_moves).all()  # ... but their log does not
+    torch.testing.assert_close(out.moves.sum(dim=(1, 2, 3)), torch.ones(32))
+    terms = loss_terms(out, batch, net.cfg, net)
+    assert all(torch.isfinite(v) for v in terms.values())
+    terms["total"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in net.parameters())
+
+
+@pytest.mark.parametrize("head", ["design", "alphago"])
+def test_legal_mask(examples, head):
+    torch.manual_seed(1)
+    net = DrMarioNet(NetConfig(head=head, **TINY)).eval()
+    batch = batch_of(examples, 8)
+    legal = batch.legal.clone()
+    legal[3] = False  # no legal move at all: the row keeps the unmasked distribution
+    out, free = net(batch.planes, legal), net(batch.planes)
+    assert (out.moves[~legal & legal.flatten(1).any(1)[:, None, None, None]] == 0).all()
+    torch.testing.assert_close(out.moves.sum(dim=(1, 2, 3)), torch.ones(8))
+    torch.testing.assert_close(out.moves[3], free.moves[3])
+    # on the legal slots, the masked distribution is the unmasked one renormalised
+    i = 0
+    expect = free.moves[i] * legal[i] / (free.moves[i] * legal[i]).sum()
+    torch.testing.assert_close(out.moves[i], expect)
+
+
+def test_loss_by_hand():
+    """Two examples with numbers worked out on paper."""
+    uniform = torch.full((2, 4, 8, 16), 1 / 512)
+    out = NetOutput(
+        won=torch.tensor([0.5, -1.0]),
+        cleared=torch.tensor([3.0, 0.0]),
+        duration=torch.tensor([10.0, 2.0]),
+        moves=uniform,
+        log_moves=uniform.log(),
+    )
+    target = torch.zeros(2, 4, 8, 16)
+    target[0, 1, 2, 3] = 1.0
+    target[1, 0, 4, 5] = target[1, 2, 4, 5] = 0.5
+    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 0.0], duration=[8.0, 0.0], moves=target)
+    terms = loss_terms(out, batch, NetConfig(**TINY))
+    # won: 0.5^2 and 0; cleared: ((3-5)/5)^2 and ((0-0)/1)^2; duration: ((10-8)/8)^2 and ((2-0)/1)^2
+    assert terms["won"].item() == pytest.approx((0.25 + 0) / 2)
+    assert terms["cleared"].item() == pytest.approx((0.16 + 0) / 2)
+    assert terms["duration"].item() == pytest.approx((0.0625 + 4) / 2)
+    assert terms["moves"].item() == pytest.approx(math.log(512), rel=1e-6)
+    assert terms["reg"].item() == 0
+    assert terms["total"].item() == pytest.approx(0.125 + 0.08 + 2.03125 + math.log(512), rel=1e-6)
+
+
+def dm_batch(won, cleared, duration, moves):
+    from drmario.dataset import Batch
+
+    n = len(won)
+    return Batch(
+        planes=torch.zeros(n, 18, 8, 16),
+        won=torch.tensor(won),
+        cleared=torch.tensor(cleared),
+        duration=torch.tensor(duration),
+        moves=moves,
+        legal=torch.ones(n, 4, 8, 16, dtype=torch.bool),
+    )
+
+
+@pytest.mark.parametrize("head", ["design", "alphago"])
+def test_loss_matches_plain_torch(examples, head):
+    torch.manual_seed(2)
+    cfg = NetConfig(head=head, reg=1e-3, **TINY)
+    net = DrMarioNet(cfg)
+    batch = batch_of(examples)
+    out = net(batch.planes)
+    terms = loss_terms(out, batch, cfg, net)
+    w, c, d, m = batch.won, batch.cleared, batch.duration, batch.moves
+    expect = {
+        "won": ((out.won - w) ** 2).mean(),
+        "cleared": (((out.cleared - c) / torch.maximum(c, torch.ones_like(c))) ** 2).mean(),
+        "duration": (((out.duration - d) / torch.maximum(d, torch.ones_like(d))) ** 2).mean(),
+        "moves": (-(m * torch.log(out.moves)).sum(dim=(1, 2, 3))).mean(),
+        "reg": 1e-3 * sum((p**2).sum() for p in net.parameters()),
+    }
+    expect["total"] = sum(expect.values())
+    for k, v in expect.items():
+        torch.testing.assert_close(terms[k], v, msg=k)
+    # reg_grad=False: the same value, without a gradient (weight decay does that part)
+    detached = loss_terms(out, batch, cfg, net, reg_grad=False)
+    torch.testing.assert_close(detached["reg"], expect["reg"])
+    assert not detached["reg"].requires_grad
+
+
+@pytest.mark.parametrize("head", ["design", "alphago"])
+def test_flops_count_matches_the_layers(head):
+    """The analytic count against multiply-adds counted from the layers that actually run."""
+    cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16)
+    net = DrMarioNet(cfg)
+    macs = []
+
+    def hook(module, inputs, output):
+        if isinstance(module, torch.nn.Conv2d):
+            macs.append(output[0].numel() * module.in_channels * module.kernel_size[0] * module.kernel_size[1])
+        else:
+            macs.append(module.in_features * module.out_features)
+
+    for m in net.modules():
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+            m.register_forward_hook(hook)
+    net(torch.zeros(1, 18, 8, 16))
+    assert flops_per_position(cfg) == 2 * sum(macs)
+
+
+def test_config_dict_round_trip():
+    cfg = NetConfig(filters=32, blocks=3, head="alphago", value_hidden=64)
+    assert NetConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown keys.*filter"):
+        NetConfig.from_dict({"filter": 32})
+    with pytest.raises(ValueError, match="head"):
+        NetConfig(head="policy")
+    with pytest.raises(ValueError, match="odd"):
+        NetConfig(kernel=4)
+
+
+def test_design_defaults():
+    cfg = NetConfig()
+    assert (cfg.kernel, cfg.filters, cfg.blocks, cfg.leak, cfg.reg, cfg.head) == (3, 256, 19, 0.1, 1e-4, "design")
+
+
+@pytest.mark.parametrize("head", ["design", "alphago"])
+def test_load_player_round_trip(tmp_path, examples, head):
+    torch.manual_seed(3)
+    net = DrMarioNet(NetConfig(head=head, **TINY))
+    net.train()
+    net(batch_of(examples, 64).planes)  # move the batch-norm statistics off their initial values
+    net.eval()
+    path = save_net(net, tmp_path / "net.pt")
+    player = load_player(path, chunk=7)  # several chunks, the last one short
+    n = 20
+    cells, pills, legal = examples.cells[:n], examples.pills[:n], examples.legal()[:n]
+    got = player.evaluate(cells, pills, legal)
+    with torch.no_grad():
+        want = net(planes_torch(torch.from_numpy(cells), torch.from_numpy(pills)), torch.from_numpy(legal))
+    for name in ("won", "cleared", "duration", "moves"):
+        a = getattr(got, name)
+        assert a.dtype == np.float32 and a.shape == tuple(getattr(want, name).shape)
+        np.testing.assert_allclose(a, getattr(want, name).numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert (got.moves[~legal] == 0).all()
+    # from_module gives the same, and leaves the caller's module as it was (batch norms not folded)
+    same = Player.from_module(net).evaluate(cells, pills, legal)
+    np.testing.assert_allclose(same.moves, got.moves, rtol=1e-5, atol=1e-7)
+    assert isinstance(net.stem.bn, torch.nn.BatchNorm2d)
+    # bf16 inference (the CUDA default) is close to float32
+    half = Player.from_module(net, dtype=torch.bfloat16).evaluate(cells, pills, legal)
+    np.testing.assert_allclose(half.won, got.won, atol=0.05)
+    with pytest.raises(ValueError, match="pills"):
+        player.evaluate(cells, pills[:3])
+
+
+def test_checkpoint_of_another_config(tmp_path):
+    path = save_net(DrMarioNet(NetConfig(filters=8, blocks=2)), tmp_path / "small.pt")
+    with pytest.raises(CheckpointError) as err:
+        load_net(path, NetConfig(filters=16, blocks=1))
+    msg = str(err.value)
+    assert "small.pt" in msg and "filters=8 (this network: 16)" in msg and "blocks=2" in msg
+    assert "stem.conv.weight (8, 18, 3, 3) vs (16, 18, 3, 3)" in msg and "unexpected: blocks.1" in msg
+    assert load_net(path).cfg == NetConfig(filters=8, blocks=2)  # its own config loads
+
+
+def test_corrupted_checkpoints(tmp_path):
+    good = save_net(DrMarioNet(NetConfig(**TINY)), tmp_path / "good.pt")
+    data = good.read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(data[: len(data) // 2])
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    for path in (truncated, garbage):
+        with pytest.raises(CheckpointError, match=f"{path.name}.*cannot be read"):
+            load_player(path)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    with pytest.raises(CheckpointError, match="other.pt is not a drmario network checkpoint"):
+        load_net(other)
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        load_net(tmp_path / "missing.pt")

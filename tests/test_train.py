@@ -1,0 +1,217 @@
+"""The training loop on CPU with tiny networks: learning, resumption, non-finite losses, files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from test_net import real_examples
+
+from drmario.net import CheckpointError, NetConfig, load_net, read_checkpoint
+from drmario.train import COLUMNS, TrainConfig, _permutation, lr_factor, train
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny networks gain nothing from threads, and on a busy machine OpenMP threads spin."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def examples():
+    return real_examples(n_games=12, seed=1)
+
+
+def tiny(**kw) -> TrainConfig:
+    base = {
+        "net": NetConfig(filters=8, blocks=1),
+        "optimizer": "adamw",
+        "lr": 3e-3,
+        "schedule": "constant",
+        "batch_size": 16,
+        "steps": 20,
+        "log_every": 5,
+        "eval_every": 10,
+        "checkpoint_every": 10,
+        "device": "cpu",
+        "progress": False,
+    }
+    return TrainConfig(**{**base, **kw})
+
+
+def rows(path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def entropy(examples) -> float:
+    """Mean entropy of the moves targets: the floor of the moves term."""
+    p = examples.move_prob.astype(np.float64)
+    return float(-np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0).sum(axis=1).mean())
+
+
+def test_tiny_network_overfits(tmp_path, examples):
+    few = examples.subset(np.arange(64))
+    cfg = tiny(test_fraction=0, batch_size=64, steps=150, log_every=10)
+    result = train(cfg, tmp_path, few)
+    assert result.stopped is None and result.step == 150 and result.n_train == 64
+    train_rows = [r for r in rows(result.metrics) if r["split"] == "train"]
+    floor = entropy(few)  # what is left of the loss when every target is matched (plus reg)
+    first, last = float(train_rows[0]["loss"]) - floor, float(train_rows[-1]["loss"]) - floor
+    assert last < first / 20, (first, last)
+
+
+@pytest.mark.parametrize("head", ["design", "alphago"])
+def test_both_heads_train(tmp_path, examples, head):
+    cfg = tiny(net=NetConfig(filters=8, blocks=1, head=head), steps=40, log_every=10, eval_every=40)
+    result = train(cfg, tmp_path, examples)
+    train_rows = [r for r in rows(result.metrics) if r["split"] == "train"]
+    assert float(train_rows[-1]["loss"]) < 0.7 * float(train_rows[0]["loss"])
+    assert result.test and np.isfinite(result.test["loss"])
+
+
+def test_files_and_columns(tmp_path, examples):
+    cfg = tiny(keep_checkpoints=1)
+    result = train(cfg, tmp_path, examples)
+    with open(result.metrics) as f:
+        assert f.readline().strip() == ",".join(COLUMNS)
+        assert f.readline().strip()
+    table = rows(result.metrics)
+    assert [(r["step"], r["split"]) for r in table] == [
+        ("5", "train"),
+        ("10", "train"),
+        ("10", "test"),
+        ("15", "train"),
+        ("20", "train"),
+        ("20", "test"),
+    ]
+    for r in table:
+        loss = sum(float(r[k]) for k in ("won", "cleared", "duration", "moves", "reg"))
+        assert float(r["loss"]) == pytest.approx(loss, rel=1e-5)
+        assert int(r["samples"]) == 16 * int(r["step"]) and float(r["lr"]) == 3e-3
+    assert result.train["loss"] == float(table[-2]["loss"]) and result.test["moves"] == float(table[-1]["moves"])
+    assert result.n_train + result.n_test == len(examples) and result.n_test > 0
+    ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert ckpts == ["latest.pt", "step-000020.pt"]  # keep_checkpoints=1 removed step-000010.pt
+    state = read_checkpoint(result.checkpoint)
+    assert state["step"] == 20 and state["config"] == cfg.to_dict()
+    assert set(state) >= {"model", "optimizer", "scheduler", "position", "rng", "net_config"}
+    assert TrainConfig.load(tmp_path / "config.json") == cfg
+    assert load_net(result.checkpoint).cfg == cfg.net
+    again = train(cfg, tmp_path, examples)  # a finished run: nothing to do, the same answer
+    assert (again.step, again.train, again.test) == (20, result.train, result.test) and rows(again.metrics) == table
+
+
+@pytest.mark.parametrize("optimizer,reg,schedule", [("sgd", "decay", "constant"), ("adamw", "loss", "cosine")])
+def test_resume_gives_the_same_run(tmp_path, examples, optimizer, reg, schedule):
+    lr = 0.02 if optimizer == "sgd" else 3e-3
+    cfg = tiny(optimizer=optimizer, reg=reg, lr=lr, schedule=schedule, warmup_steps=3, grad_clip=1.0)
+    whole = train(cfg, tmp_path / "whole", examples)
+    parts = tmp_path / "parts"
+    if schedule == "constant":  # 10 steps, then the same run extended to 20 (steps may change)
+        assert train(tiny(**{**cfg.to_dict(), "steps": 10}), parts, examples).step == 10
+    else:  # the cosine schedule depends on steps: run to the end, then rewind to step 10 as after a crash
+        train(cfg, parts, examples)
+        (parts / "checkpoints" / "step-000020.pt").unlink()
+        (parts / "checkpoints" / "latest.pt").write_bytes((parts / "checkpoints" / "step-000010.pt").read_bytes())
+    with open(parts / "metrics.csv", "a") as f:  # a row logged after the checkpoint, then a crash
+        f.write("11,0,176,1.0,train,0.003,1,9,9,9,9,9,9\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing changed that matters: no warning
+        resumed = train(cfg, parts, examples)
+    assert resumed.step == 20
+    a, b = read_checkpoint(whole.checkpoint), read_checkpoint(resumed.checkpoint)
+    for k, v in a["model"].items():
+        assert torch.equal(v, b["model"][k]), k
+    assert a["position"] == b["position"] and 10 < whole.n_train // 16 < 20  # epoch 1 begins after the resumption
+
+    def strip(table):
+        return [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s")} for r in table]
+
+    assert strip(rows(whole.metrics)) == strip(rows(resumed.metrics))
+    assert resumed.train == whole.train and resumed.test == whole.test
+
+
+def test_resume_with_another_network_is_refused(tmp_path, examples):
+    train(tiny(steps=10), tmp_path, examples)
+    with pytest.raises(CheckpointError, match=r"latest.pt holds a run of another network \(filters: 8 -> 16\)"):
+        train(tiny(steps=20, net=NetConfig(filters=16, blocks=1)), tmp_path, examples)
+    with pytest.warns(UserWarning, match=r"changed settings \['lr'\]"):
+        train(tiny(steps=20, lr=1e-3), tmp_path, examples)
+
+
+def poisoned(examples, index: int):
+    bad = examples.subset(np.arange(len(examples)))
+    bad.move_prob = bad.move_prob.copy()
+    bad.move_prob[index, 0] = np.nan
+    return bad
+
+
+def batches_holding(example: int, cfg: TrainConfig, n: int) -> list[int]:
+    """The steps (1-based) whose batch holds example, replaying the trainer's batch order."""
+    per_epoch = n // cfg.batch_size
+    steps = []
+    for s in range(cfg.steps):
+        epoch, i = divmod(s, per_epoch)
+        perm = _permutation(n, cfg.seed, epoch, torch.device("cpu"))
+        if example in perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]:
+            steps.append(s + 1)
+    return steps
+
+
+def test_nonfinite_loss_stops_and_says_where(tmp_path, examples):
+    cfg = tiny(test_fraction=0, steps=30, log_every=4, checkpoint_every=4)
+    bad = int(_permutation(len(examples), cfg.seed, 0, torch.device("cpu"))[5 * cfg.batch_size + 3])
+    assert batches_holding(bad, cfg, len(examples))[0] == 6
+    result = train(cfg, tmp_path, poisoned(examples, bad))
+    assert result.stopped.startswith("step 6: non-finite loss (total=nan, moves=nan); training stopped at step 8")
+    assert result.stopped.endswith(f"the last checkpoint (step 4) is {result.checkpoint}")
+    state = read_checkpoint(result.checkpoint)
+    assert state["step"] == 4 and all(torch.isfinite(v).all() for v in state["model"].values())
+    assert [r["step"] for r in rows(result.metrics)] == ["4"]  # nothing logged from the bad window
+
+
+def test_nonfinite_loss_skipped_when_asked(tmp_path, examples):
+    cfg = tiny(test_fraction=0, steps=30, log_every=5, eval_every=30, on_nonfinite="skip")
+    bad = int(_permutation(len(examples), cfg.seed, 0, torch.device("cpu"))[0])  # in the first batch
+    result = train(cfg, tmp_path, poisoned(examples, bad))
+    assert result.stopped is None and result.step == 30
+    assert result.skipped == len(batches_holding(bad, cfg, len(examples))) >= 1
+    assert all(np.isfinite(float(r["loss"])) for r in rows(result.metrics))
+    capped = train(tiny(**{**cfg.to_dict(), "max_skips": 0}), tmp_path / "capped", poisoned(examples, bad))
+    assert capped.stopped.startswith("1 steps skipped") and capped.step == 1
+
+
+def test_huge_learning_rate_is_caught(tmp_path, examples):
+    result = train(tiny(optimizer="sgd", lr=1e8, steps=50, log_every=50, eval_every=50), tmp_path, examples)
+    # detected at the first sync point (a checkpoint is due at step 10), naming the first bad step
+    assert re.match(r"step [1-9]: non-finite loss \(total=(nan|inf)", result.stopped), result.stopped
+    assert result.step == 10 and result.stopped.endswith("no checkpoint was written")
+    assert not (tmp_path / "checkpoints" / "latest.pt").exists()
+
+
+def test_learning_rate_schedules():
+    cfg = TrainConfig(lr=1.0, steps=110, warmup_steps=10, schedule="cosine", min_lr_fraction=0.1)
+    assert [lr_factor(s, cfg) for s in (0, 4, 9)] == [0.1, 0.5, 1.0]
+    assert lr_factor(10, cfg) == 1.0 and lr_factor(60, cfg) == pytest.approx(0.55) and lr_factor(110, cfg) == 0.1
+    step = TrainConfig(schedule="step", step_every=100, step_gamma=0.5)
+    assert [lr_factor(s, step) for s in (0, 99, 100, 250)] == [1.0, 1.0, 0.5, 0.25]
+
+
+def test_config_round_trip_and_errors(tmp_path):
+    cfg = TrainConfig(data=["a.jsonl"], net=NetConfig(filters=32), optimizer="adamw", betas=(0.8, 0.9))
+    assert TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    with pytest.raises(ValueError, match="unknown keys.*'learning_rate'"):
+        TrainConfig.from_dict({"learning_rate": 0.1})
+    with pytest.raises(ValueError, match="optimizer"):
+        TrainConfig(optimizer="adam")
+    with pytest.raises(ValueError, match="no example files"):
+        train(TrainConfig(progress=False), tmp_path)

@@ -1,0 +1,138 @@
+"""Search throughput: simulations/s and decisions/s for round 0 (rollouts, 1 and 2 worker
+processes) and round N (a network evaluating the leaves of many lockstep games in one call).
+Run: `python bench/search.py` (CPU: a small network; with CUDA also the design-size one)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from common import report  # noqa: E402
+
+import drmario as dm  # noqa: E402
+from drmario.search import Position, SearchConfig, Searcher  # noqa: E402
+
+
+def positions(count: int, seed: int = 0, levels=(5, 10, 15)) -> list[Position]:
+    """Positions a few pills into games (random low placements) at mid levels."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        game = dm.Game(int(rng.integers(2, 0x10000)), int(rng.choice(levels)))
+        for _ in range(int(rng.integers(0, 8))):
+            moves = game.legal_moves()
+            trial = game.copy()
+            trial.play(moves[rng.integers(len(moves))])
+            if trial.over:
+                break
+            game = trial
+        out.append(Position.of(game))
+    return out
+
+
+def round0_rate(cfg: SearchConfig, count: int, seed: int) -> tuple[int, int, float]:
+    """(simulations, decisions, seconds) for `count` searches; simulations include the root
+    placement evaluations (each a rollout)."""
+    batch = positions(count, seed)
+    searcher = Searcher(cfg)
+    searcher.search(batch[:1], [0])  # compile / warm up
+    start = time.perf_counter()
+    sims = 0
+    for i, pos in enumerate(batch):
+        [result] = searcher.search([pos], [i])
+        sims += cfg.simulations + cfg.root_rollouts * len(result.moves)
+    return sims, count, time.perf_counter() - start
+
+
+def network_rate(net_cfg: dict, cfg: SearchConfig, games: int, device: str, decisions: int) -> dict:
+    """Round N: `games` lockstep searches at once, `decisions` rounds of them."""
+    from drmario.net import DrMarioNet, NetConfig, Player
+
+    torch.manual_seed(0)
+    player = Player.from_module(DrMarioNet(NetConfig(**net_cfg)), device)
+    timed = TimedEvaluator(player)
+    searcher = Searcher(cfg, timed, games=games)
+    batch = positions(games * decisions, seed=1)
+    searcher.search(batch[:games], list(range(games)))  # warm up
+    timed.seconds = 0.0
+    start = time.perf_counter()
+    for k in range(decisions):
+        searcher.search(batch[k * games : (k + 1) * games], list(range(games)))
+    elapsed = time.perf_counter() - start
+    sims = games * decisions * cfg.simulations
+    return {
+        "simulations_per_s": sims / elapsed,
+        "decisions_per_s": games * decisions / elapsed,
+        "evaluator_busy_fraction": timed.seconds / elapsed,
+        "mean_batch": timed.positions / max(timed.calls, 1),
+    }
+
+
+class TimedEvaluator:
+    def __init__(self, player) -> None:
+        self.player, self.seconds, self.calls, self.positions = player, 0.0, 0, 0
+
+    def evaluate(self, cells, pills):
+        start = time.perf_counter()
+        out = self.player.evaluate(cells, pills)
+        if self.player.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        self.positions += len(cells)
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--searches", type=int, default=20, help="round-0 searches per worker")
+    parser.add_argument("--simulations", type=int, default=200)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    r0 = SearchConfig(simulations=args.simulations, root_rollouts=1)
+    figures: dict = {}
+    sims, decisions, seconds = round0_rate(r0, args.searches, 0)
+    figures["round0_1worker_simulations_per_s"] = sims / seconds
+    figures["round0_1worker_decisions_per_s"] = decisions / seconds
+    with ProcessPoolExecutor(2) as pool:
+        start = time.perf_counter()
+        parts = list(pool.map(round0_rate, [r0, r0], [args.searches] * 2, [10, 11]))
+        wall = time.perf_counter() - start  # includes process start and compile-cache loading
+    figures["round0_2workers_simulations_per_s"] = sum(p[0] / p[2] for p in parts)
+    figures["round0_2workers_decisions_per_s"] = sum(p[1] / p[2] for p in parts)
+    figures["round0_2workers_wall_s"] = wall
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    small = {"filters": 32, "blocks": 4}
+    rn = SearchConfig(mode="puct", simulations=32)
+    for games in (16, 64) if device == "cpu" else (256, 1024, 4096):
+        for key, value in network_rate(small, rn, games, device, decisions=2).items():
+            figures[f"roundN_small_{games}games_{key}"] = value
+    if device == "cuda":
+        for games in (256, 1024, 4096):
+            for key, value in network_rate({}, rn, games, device, decisions=2).items():
+                figures[f"roundN_design_{games}games_{key}"] = value
+    report(
+        "search",
+        {
+            "round0": r0.to_dict(),
+            "roundN": rn.to_dict(),
+            "small_net": small,
+            "device": device,
+            "positions": "levels 5/10/15, 0-7 random pills in",
+            "threads_per_process": 1,
+        },
+        figures,
+        targets={"roundN_design_4096games_simulations_per_s": 20_000} if device == "cuda" else None,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Players for the arena and self-play, and the lockstep loop that plays many games at once.
+
+An agent chooses moves for a batch of positions in one call (so a network or a search can batch
+its work across games). Agents only see a `Position` (board, pill, stall), never future pills.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
+
+import numpy as np
+from numba import njit
+
+from . import kernels as K
+from .board import Move
+from .game import DEFAULT_STALL_LIMIT, Game, GameRecord
+from .mcts import greedy_scores
+from .search import Evaluator, Position, SearchConfig, Searcher, SearchResult
+
+
+class Decision(NamedTuple):
+    move: Move
+    target: np.ndarray | None = None  # float32[4, 8, 16] moves target, for training examples
+    value: float = float("nan")  # the agent's estimate of the position (search utility)
+
+
+class Agent(Protocol):
+    name: str
+
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        """One decision per position; seeds make each choice reproducible on its own."""
+        ...
+
+
+def decision_seed(base: int, game: int, pill: int) -> int:
+    """The seed of one decision: a hash of (run seed, game index, pill index)."""
+    return int(np.random.SeedSequence([base, game, pill]).generate_state(1, np.uint64)[0])
+
+
+class RandomAgent:
+    """Uniformly random legal placements."""
+
+    name = "random"
+
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        moves = np.empty((K.MAX_MOVES, 3), np.int8)
+        out = []
+        for pos, seed in zip(positions, seeds):
+            n = K.legal_moves_into(pos.cells, int(pos.pill.left), int(pos.pill.right), moves)
+            out.append(Decision(Move(*moves[np.random.default_rng(seed).integers(n)].tolist())))
+        return out
+
+
+@njit(cache=True)
+def greedy_move(cells, a, b, seed, moves):
+    """One-ply greedy: place every legal move and score the result: a win first, then avoid a top
+    out, then viruses cleared, cells cleared, same-colour contacts, and a low stack. Random ties."""
+    n = K.legal_moves_into(cells, a, b, moves)
+    contacts = np.empty(n)
+    greedy_scores(cells, a, b, moves, n, contacts)
+    scratch = np.empty_like(cells)
+    state = np.empty(1, np.uint64)
+    state[0] = seed
+    best, choice, ties = -1e30, 0, 0
+    for j in range(n):
+        scratch[:] = cells
+        v, c, _ = K.place_and_resolve(scratch, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
+        if K.count_viruses(scratch) == 0:
+            score = 1e9
+        elif K.spawn_blocked(scratch):
+            score = -1e9
+        else:
+            height = 0
+            for x in range(K.WIDTH):
+                for y in range(K.HEIGHT - 1, height - 1, -1):
+                    if scratch[x, y] != 0:
+                        height = max(height, y + 1)
+                        break
+            score = 1000.0 * v + 10.0 * c + contacts[j] - 0.5 * height
+        if score > best + 1e-9:
+            best, choice, ties = score, j, 1
+        elif score > best - 1e-9:
+            ties += 1
+            if K.rand_below(state, ties) == 0:
+                choice = j
+    return choice
+
+
+class GreedyAgent:
+    """The one-ply heuristic baseline (`greedy_move`)."""
+
+    name = "greedy"
+
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        moves = np.empty((K.MAX_MOVES, 3), np.int8)
+        out = []
+        for pos, seed in zip(positions, seeds):
+            j = greedy_move(pos.cells, int(pos.pill.left), int(pos.pill.right), np.uint64(seed | 1), moves)
+            out.append(Decision(Move(*moves[j].tolist())))
+        return out
+
+
+class SearchAgent:
+    """MCTS: round 0 (rollouts) or round N (with an evaluator, i.e. a network).
+
+    temperature > 0 samples the move from the target sharpened by 1/temperature for the first
+    `temperature_moves` pills of a game (exploration in self-play); otherwise the search's best.
+    """
+
+    def __init__(
+        self,
+        config: SearchConfig,
+        evaluator: Evaluator | None = None,
+        *,
+        temperature: float = 0.0,
+        temperature_moves: int = 0,
+        name: str | None = None,
+    ) -> None:
+        self.config, self.evaluator = config, evaluator
+        self.temperature, self.temperature_moves = temperature, temperature_moves
+        self.name = name or ("mcts-round0" if config.mode == "round0" else f"mcts-{config.mode}")
+        self._searcher: Searcher | None = None
+
+    def search(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[SearchResult]:
+        if self._searcher is None or len(self._searcher.forest.root) < len(positions):
+            self._searcher = Searcher(self.config, self.evaluator, games=len(positions))
+        return self._searcher.search(list(positions), list(seeds))
+
+    def choose(
+        self, positions: Sequence[Position], seeds: Sequence[int], pills_used: Sequence[int] | None = None
+    ) -> list[Decision]:
+        out = []
+        for i, (result, seed) in enumerate(zip(self.search(positions, seeds), seeds)):
+            move = result.best
+            early = pills_used is not None and pills_used[i] < self.temperature_moves
+            if self.temperature > 0 and early:
+                weights = np.array([result.target[m] for m in result.moves], np.float64) ** (1 / self.temperature)
+                rng = np.random.default_rng([seed, 2])
+                move = result.moves[rng.choice(len(weights), p=weights / weights.sum())]
+            out.append(Decision(move, result.target, result.root_value))
+        return out
+
+
+class PolicyAgent:
+    """The network's move output alone: the most probable legal move (no search)."""
+
+    def __init__(self, evaluator: Evaluator, name: str = "policy") -> None:
+        self.evaluator, self.name = evaluator, name
+
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        cells = np.stack([p.cells for p in positions])
+        pills = np.array([(p.pill.left, p.pill.right) for p in positions], np.uint8)
+        legal = np.empty((len(positions), 4, K.WIDTH, K.HEIGHT), np.uint8)
+        K.legal_masks_batch(cells, pills, legal)
+        pred = self.evaluator.evaluate(cells, pills)
+        scores = np.where(legal > 0, pred.moves, -1.0).reshape(len(positions), -1)
+        out = []
+        for i, pos in enumerate(positions):
+            r, x, y = np.unravel_index(int(np.argmax(scores[i])), (4, K.WIDTH, K.HEIGHT))
+            if pos.pill.same_colour:
+                r %= 2
+            out.append(Decision(Move(int(r), int(x), int(y)), None, float(pred.won[i])))
+        return out
+
+
+class GameSpec(NamedTuple):
+    """A game to play: where it starts, and its index in a run (for seeds and records)."""
+
+    index: int
+    seed: int
+    level: int
+
+
+def play_lockstep(
+    agent: Agent,
+    specs: Sequence[GameSpec],
+    *,
+    lockstep: int = 16,
+    base_seed: int = 0,
+    pill_mode: str = "nes",
+    stall_limit: int | None = DEFAULT_STALL_LIMIT,
+    max_pills: int = 1000,
+    on_finish: Callable[[GameRecord, list[Decision]], None] | None = None,
+) -> list[GameRecord]:
+    """Play the games with up to `lockstep` at once: each step asks the agent for one decision in
+    every running game (one batched call). A finished game's slot takes the next game.
+
+    Returns the records in the order of `specs` (meta: agent name, seconds spent choosing, and
+    `unfinished` if max_pills ran out). on_finish(record, decisions) is called as games end.
+    """
+    queue = list(reversed(specs))
+    slots: list[tuple[GameSpec, Game, list[Decision], list[float]] | None] = [None] * max(1, lockstep)
+    records: dict[int, GameRecord] = {}
+
+    def refill() -> None:
+        for k in range(len(slots)):
+            if slots[k] is None and queue:
+                spec = queue.pop()
+                game = Game(spec.seed, spec.level, pill_mode=pill_mode, stall_limit=stall_limit)
+                slots[k] = (spec, game, [], [0.0])
+
+    refill()
+    while any(s is not None for s in slots):
+        running = [k for k, s in enumerate(slots) if s is not None]
+        positions = [Position.of(slots[k][1]) for k in running]
+        seeds = [decision_seed(base_seed, slots[k][0].index, slots[k][1].pills_used) for k in running]
+        start = time.perf_counter()
+        if isinstance(agent, SearchAgent):
+            decisions = agent.choose(positions, seeds, [slots[k][1].pills_used for k in running])
+        else:
+            decisions = agent.choose(positions, seeds)
+        share = (time.perf_counter() - start) / len(running)
+        for k, decision in zip(running, decisions):
+            spec, game, made, clock = slots[k]
+            game.play(decision.move)
+            made.append(decision)
+            clock[0] += share
+            if game.over or game.pills_used >= max_pills:
+                meta = {"agent": agent.name, "index": spec.index, "seconds": round(clock[0], 6)}
+                if not game.over:
+                    meta["unfinished"] = f"stopped at max_pills={max_pills}"
+                record = game.record(**meta)
+                records[spec.index] = record
+                if on_finish is not None:
+                    on_finish(record, made)
+                slots[k] = None
+        refill()
+    return [records[s.index] for s in specs]

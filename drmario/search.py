@@ -1,0 +1,363 @@
+"""MCTS with chance nodes for the next pill (spec/design.md section 3), over many games in lockstep.
+
+Round 0 (``mode="round0"``): every root placement is evaluated with rollouts, then UCT simulations
+grow the tree, each ending in a rollout (random legal placements, or ``rollout_policy="greedy"``).
+The moves target is proportional to each move's value, so no legal move gets probability 0.
+
+Round N (``mode="puct"`` or ``"gumbel"``): leaves are evaluated by an `Evaluator` (a network, in
+one batched call for the leaves of all games), priors are its move output masked to legal moves and
+renormalised, with Dirichlet noise at the root; the target is the root's visit fractions. Gumbel
+root selection with sequential halving suits few simulations; its target is the improved policy
+softmax(logits + sigma(completed Q)).
+
+The search sees a position (board, pill to place, stall counter), never a game's future pills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal, NamedTuple, Protocol
+
+import numpy as np
+from numba import njit
+
+from . import kernels as K
+from . import mcts
+from .board import Move, Pill
+from .encode import MOVES_SHAPE, symmetrize
+from .game import Game
+
+Mode = Literal["round0", "puct", "gumbel"]
+
+
+class Position(NamedTuple):
+    """What a search may know: the board, the pill to place, and the stall counter."""
+
+    cells: np.ndarray  # uint8[8, 16]
+    pill: Pill
+    stall: int = 0
+
+    @classmethod
+    def of(cls, game: Game) -> Position:
+        return cls(game.board.cells, game.pill, game.stall)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Search settings; every field is recorded with the examples a search makes."""
+
+    mode: Mode = "round0"
+    simulations: int = 200  # per decision (round 0: after the root evaluation)
+    stall_limit: int | None = 20  # stalemate inside the tree, as in the game
+    pill_probs: tuple[float, ...] | None = None  # of the 9 pills (r, y, b order); None: uniform
+    # round 0
+    root_rollouts: int = 2  # rollouts per root placement before the UCT simulations
+    rollout_policy: Literal["random", "greedy"] = "random"
+    horizon: int | None = None  # rollout length cap in pills; None: to the end of the game
+    c_uct: float = 1.0  # UCT exploration, on min-max normalised values
+    target_power: float = 1.0  # round-0 target proportional to value ** target_power
+    # round N
+    c_puct: float = 1.5
+    fpu_reduction: float = 0.0  # unvisited moves start at the parent's value minus this
+    dirichlet_alpha: float = 0.3
+    dirichlet_fraction: float = 0.25  # 0 turns root noise off
+    gumbel_m: int = 16  # root candidates for sequential halving
+    gumbel_c_visit: float = 50.0
+    gumbel_c_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("round0", "puct", "gumbel"):
+            raise ValueError(f"search mode must be round0, puct or gumbel, got {self.mode!r}")
+        if self.simulations < 0 or self.root_rollouts < (1 if self.mode == "round0" else 0):
+            raise ValueError("simulations must be >= 0 and round 0 needs root_rollouts >= 1")
+        if self.rollout_policy not in ("random", "greedy"):
+            raise ValueError(f"rollout_policy must be random or greedy, got {self.rollout_policy!r}")
+        probs = self.probs
+        if probs.shape != (9,) or (probs < 0).any() or abs(probs.sum() - 1) > 1e-6:
+            raise ValueError(f"pill_probs must be 9 non-negative numbers summing to 1, got {self.pill_probs}")
+
+    @property
+    def probs(self) -> np.ndarray:
+        return np.full(9, 1 / 9) if self.pill_probs is None else np.asarray(self.pill_probs, np.float64)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SearchConfig:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown search settings: {sorted(unknown)}")
+        return cls(**{k: tuple(v) if k == "pill_probs" and v is not None else v for k, v in d.items()})
+
+
+class Prediction(NamedTuple):
+    """Evaluator outputs for N positions."""
+
+    won: np.ndarray  # float32[N] in [-1, 1]
+    cleared: np.ndarray  # float32[N] >= 0, viruses cleared from here to the end
+    duration: np.ndarray  # float32[N] >= 0, pills from here to the end
+    moves: np.ndarray  # float32[N, 4, 8, 16] move probabilities
+
+
+class Evaluator(Protocol):
+    """Evaluates the leaves of many games in one call."""
+
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray) -> Prediction:
+        """cells uint8[N, 8, 16], pills uint8[N, 2] -> Prediction."""
+        ...
+
+
+@njit(cache=True)
+def _rollout_batch(cells, pills, stall_limit, horizon, greedy, cdf, seeds, won, cleared, duration, moves_out):
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    scores = np.empty(K.MAX_MOVES)
+    board = np.empty((K.WIDTH, K.HEIGHT), np.uint8)
+    state = np.empty(1, np.uint64)
+    for i in range(cells.shape[0]):
+        board[:] = cells[i]
+        state[0] = seeds[i]
+        first = (pills[i, 0] - 1) * 3 + pills[i, 1] - 1
+        outcome, c, p = mcts.rollout(
+            board, first, K.count_viruses(cells[i]), 0, stall_limit, horizon, greedy, cdf, state, moves, scores
+        )
+        won[i] = -1.0 if outcome == K.TOPPED_OUT or outcome == K.RUNNING else 1.0
+        cleared[i], duration[i] = c, p
+        K.legal_mask_into(cells[i], pills[i, 0], pills[i, 1], moves_out[i])
+
+
+class RolloutEvaluator:
+    """An `Evaluator` without a network: one rollout per position for the value, uniform priors
+    over the legal moves. (Round 0 uses the same rollouts inside the compiled search.)
+
+    Like a network it is a pure function of the position: each rollout is seeded by a hash of the
+    board, the pill and `seed`, so results do not depend on how leaves are batched."""
+
+    def __init__(self, stall_limit: int | None = 20, horizon: int | None = None, greedy: bool = False, seed: int = 0):
+        self.stall_limit, self.horizon, self.greedy = stall_limit or 0, horizon or 1 << 30, greedy
+        self._weights = np.random.default_rng([seed, 77]).integers(1, 2**63, 130, dtype=np.uint64) | np.uint64(1)
+
+    def _seeds(self, cells: np.ndarray, pills: np.ndarray) -> np.ndarray:
+        keys = np.concatenate([cells.reshape(len(cells), -1), pills], axis=1).astype(np.uint64) + np.uint64(1)
+        with np.errstate(over="ignore"):
+            return (keys * self._weights).sum(axis=1, dtype=np.uint64) | np.uint64(1)
+
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray) -> Prediction:
+        n = len(cells)
+        won, cleared, duration = (np.zeros(n, np.float32) for _ in range(3))
+        legal = np.zeros((n, *MOVES_SHAPE), np.uint8)
+        seeds = self._seeds(cells, pills)
+        _rollout_batch(
+            np.ascontiguousarray(cells),
+            np.ascontiguousarray(pills),
+            self.stall_limit,
+            self.horizon,
+            self.greedy,
+            np.cumsum(np.full(9, 1 / 9)),
+            seeds,
+            won,
+            cleared,
+            duration,
+            legal,
+        )
+        moves = legal.astype(np.float32)
+        moves /= np.maximum(moves.sum(axis=(1, 2, 3), keepdims=True), 1)
+        return Prediction(won, cleared, duration, moves)
+
+
+@dataclass
+class SearchResult:
+    """The root of one search. n = legal moves."""
+
+    pill: Pill
+    moves: list[Move]  # the legal moves (canonical r for same-colour pills)
+    prior: np.ndarray  # float64[n] (round 0: uniform)
+    visits: np.ndarray  # float64[n] visits of each move
+    value: np.ndarray  # float64[n] utility of each move (NaN if never visited)
+    target: np.ndarray  # float32[4, 8, 16] the moves training target
+    best: Move  # the move the search plays at temperature 0
+    simulations: int  # simulations run (root evaluations not counted)
+    info: dict = field(default_factory=dict)
+
+    @property
+    def root_value(self) -> float:
+        visited = self.visits > 0
+        return float(np.sum(self.value[visited] * self.visits[visited]) / max(self.visits[visited].sum(), 1))
+
+    def table(self):
+        """The root moves as a pandas DataFrame (r, x, y, prior, visits, value, target)."""
+        import pandas as pd
+
+        r, x, y = (np.array([m[i] for m in self.moves], int) for i in range(3))
+        target = self.target[r, x, y] * (2 if self.pill.same_colour else 1)  # mass of r and r + 2
+        return pd.DataFrame(
+            {"r": r, "x": x, "y": y, "prior": self.prior, "visits": self.visits, "value": self.value, "target": target}
+        )
+
+
+class Searcher:
+    """Runs searches for up to `games` positions at once, sharing one pool of tree nodes.
+
+    >>> searcher = Searcher(SearchConfig(simulations=50))
+    >>> [result] = searcher.search([Position.of(Game(1234, 5))], seeds=[7])
+    """
+
+    def __init__(self, config: SearchConfig, evaluator: Evaluator | None = None, games: int = 1) -> None:
+        if config.mode != "round0" and evaluator is None:
+            raise ValueError(f"search mode {config.mode!r} needs an evaluator (a network)")
+        self.config, self.evaluator = config, evaluator
+        self.forest = mcts.new_forest(games, 1024, 16384, 1024)
+        self._probs = config.probs
+        self.evaluations = 0
+
+    def _reserve(self, decisions: int, edges: int, chances: int) -> None:
+        """Grow the pools so that this many more nodes and edges fit."""
+        used = self.forest.used
+        sizes = mcts.pool_sizes(self.forest)
+        need = (int(used[0]) + decisions, int(used[1]) + edges, int(used[2]) + chances)
+        if any(n > s for n, s in zip(need, sizes)):
+            self.forest = mcts.grow(self.forest, *(max(n, 2 * s) if n > s else s for n, s in zip(need, sizes)))
+
+    def search(self, positions: list[Position], seeds: list[int]) -> list[SearchResult]:
+        """Search each position (at most `games`); seeds make each search reproducible on its own."""
+        cfg, g = self.config, len(positions)
+        if g > len(self.forest.root):
+            self.forest = mcts.new_forest(g, *mcts.pool_sizes(self.forest))
+        games = len(self.forest.root)
+        active = np.zeros(games, np.bool_)
+        active[:g] = True
+        cells = np.zeros((games, K.WIDTH, K.HEIGHT), np.uint8)
+        pills = np.ones((games, 2), np.uint8)
+        stalls = np.zeros(games, np.int16)
+        for i, pos in enumerate(positions):
+            cells[i], pills[i], stalls[i] = pos.cells, (pos.pill.left, pos.pill.right), pos.stall
+        seed_array = np.zeros(games, np.uint64)
+        seed_array[:g] = np.asarray(seeds, np.uint64)
+        self._reserve(games, 0, 0)
+        mcts.set_roots(self.forest, active, cells, pills, stalls, seed_array)
+        stall_limit = cfg.stall_limit or 0
+        if cfg.mode == "round0":
+            self._round0(active, stall_limit)
+        else:
+            self._network_search(active, stall_limit, seed_array)
+        return [self._result(i) for i in range(g)]
+
+    def _round0(self, active: np.ndarray, stall_limit: int) -> None:
+        cfg, games = self.config, len(active)
+        horizon, greedy = cfg.horizon or 1 << 30, cfg.rollout_policy == "greedy"
+        self._reserve(0, games * K.MAX_MOVES, games * K.MAX_MOVES)
+        mcts.round0_root(self.forest, active, cfg.root_rollouts, stall_limit, horizon, greedy, self._probs)
+        chunk = 16  # simulations per compiled call; each adds at most one node of each kind
+        for done in range(0, cfg.simulations, chunk):
+            n = min(chunk, cfg.simulations - done)
+            self._reserve(games * n, games * n * K.MAX_MOVES, games * n)
+            mcts.round0_simulate(self.forest, active, n, cfg.c_uct, stall_limit, horizon, greedy, self._probs)
+
+    def _step(self, active: np.ndarray, mode: int, stall_limit: int) -> None:
+        cfg, f, games = self.config, self.forest, len(active)
+        self._reserve(games, games * K.MAX_MOVES, games)
+        f = self.forest
+        pending = mcts.select(
+            f,
+            active,
+            mode,
+            cfg.c_puct,
+            cfg.fpu_reduction,
+            cfg.gumbel_c_visit,
+            cfg.gumbel_c_scale,
+            stall_limit,
+            self._probs,
+        )
+        if pending == 0:
+            return
+        leaves = f.leaf[f.leaf >= 0]
+        pred = self.evaluator.evaluate(f.d_cells[leaves], f.d_pill[leaves])
+        self.evaluations += len(leaves)
+        mcts.expand_and_backup(
+            f,
+            np.asarray(pred.won, np.float32),
+            np.asarray(pred.cleared, np.float32),
+            np.asarray(pred.duration, np.float32),
+            np.ascontiguousarray(pred.moves, np.float32),
+        )
+
+    def _network_search(self, active: np.ndarray, stall_limit: int, seeds: np.ndarray) -> None:
+        cfg = self.config
+        mode = mcts.GUMBEL if cfg.mode == "gumbel" else mcts.PUCT
+        self._step(active, mode, stall_limit)  # evaluate and expand the roots
+        f = self.forest
+        for g in np.nonzero(active)[0]:
+            start, n = f.d_edge_start[f.root[g]], f.d_edge_count[f.root[g]]
+            rng = np.random.default_rng([int(seeds[g]), 1])
+            priors = f.e_prior[start : start + n]
+            if cfg.mode == "gumbel":
+                gumbel = rng.gumbel(size=n)
+                f.e_logit[start : start + n] = np.log(np.maximum(priors, 1e-12)) + gumbel
+            elif cfg.dirichlet_fraction > 0 and n > 1:
+                noise = rng.dirichlet(np.full(n, cfg.dirichlet_alpha))
+                priors[:] = (1 - cfg.dirichlet_fraction) * priors + cfg.dirichlet_fraction * noise
+        if cfg.mode == "gumbel":
+            mcts.start_gumbel(f, active, cfg.gumbel_m, cfg.simulations)
+        for _ in range(cfg.simulations):
+            self._step(active, mode, stall_limit)
+
+    def _result(self, g: int) -> SearchResult:
+        cfg, f = self.config, self.forest
+        moves_buf = np.empty((K.MAX_MOVES, 3), np.int8)
+        stats = np.empty((K.MAX_MOVES, 3))
+        n = mcts.root_table(f, g, self._probs, moves_buf, stats)
+        moves = [Move(*m) for m in moves_buf[:n].tolist()]
+        prior, visits, value = stats[:n, 0].copy(), stats[:n, 1].copy(), stats[:n, 2].copy()
+        pill = Pill.from_index(3 * (int(f.d_pill[f.root[g], 0]) - 1) + int(f.d_pill[f.root[g], 1]) - 1)
+        info: dict = {}
+        if n == 0:
+            raise ValueError("search of a position with no legal move (a spawn cell is occupied)")
+        if cfg.mode == "round0":
+            weights = np.maximum(np.nan_to_num(value, nan=0.0), 1e-6) ** cfg.target_power
+            best = int(np.argmax(np.nan_to_num(value, nan=-1.0)))
+        elif cfg.mode == "puct":
+            weights = visits
+            best = int(np.argmax(visits + 1e-6 * np.nan_to_num(value, nan=0.0)))  # value breaks ties
+        else:
+            weights, best = self._gumbel_policy(g, prior, visits, value)
+        probs = weights / weights.sum()
+        dense = np.zeros(MOVES_SHAPE, np.float32)
+        for (r, x, y), p in zip(moves, probs):
+            dense[r, x, y] = p
+        return SearchResult(
+            pill=pill,
+            moves=moves,
+            prior=prior,
+            visits=visits,
+            value=value,
+            target=symmetrize(dense, pill.same_colour),
+            best=moves[best],
+            simulations=cfg.simulations,
+            info=info,
+        )
+
+    def _gumbel_policy(self, g: int, prior, visits, value) -> tuple[np.ndarray, int]:
+        """Improved policy softmax(logits + sigma(completed Q)); the action is the last candidate."""
+        cfg, f = self.config, self.forest
+        lo, hi = float(f.qmin[g]), float(f.qmax[g])
+        visited = visits > 0
+        root_value = np.sum(value[visited] * visits[visited]) / max(visits[visited].sum(), 1)
+        q = np.where(visited, np.nan_to_num(value), root_value)
+        q = (q - lo) / (hi - lo) if hi > lo else np.full_like(q, 0.5)
+        sigma = (cfg.gumbel_c_visit + visits.max(initial=0)) * cfg.gumbel_c_scale * q
+        logits = np.log(np.maximum(prior, 1e-12)) + sigma
+        weights = np.exp(logits - logits.max())
+        start = f.d_edge_start[f.root[g]]
+        remaining = f.cand[g, : f.n_cand[g]] - start
+        best = remaining[np.argmax(f.e_logit[start + remaining] + sigma[remaining])]
+        return weights, int(best)
+
+
+def search(
+    position: Position | Game, config: SearchConfig, evaluator: Evaluator | None = None, seed: int = 0
+) -> SearchResult:
+    """Search one position (a convenience over `Searcher`)."""
+    if isinstance(position, Game):
+        position = Position.of(position)
+    return Searcher(config, evaluator).search([position], [seed])[0]

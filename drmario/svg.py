@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from html import escape
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,10 +17,35 @@ DARK = {K.RED: "#8c1d18", K.YELLOW: "#9a7410", K.BLUE: "#1b4590"}
 
 
 def _heat(v: float) -> str:
-    """White-to-green ramp for overlays in [0, 1]."""
+    """Dark-to-green ramp for overlays in [0, 1] (0 matches an empty cell)."""
     v = float(np.clip(v, 0.0, 1.0))
     r, g, b = (int(round(a + (c - a) * v)) for a, c in ((34, 40), (34, 200), (40, 90)))
     return f"rgb({r},{g},{b})"
+
+
+def _piece(out: list[str], px: float, py: float, size: float, colour: int, shape: int) -> None:
+    """One virus or pill half in the size x size square at (px, py)."""
+    fill, edge, m = COLOURS[colour], DARK[colour], size * 0.1
+    style = f'fill="{fill}" stroke="{edge}"'
+    if shape == K.VIRUS:
+        cx, cy = px + size / 2, py + size / 2
+        out.append(f'<circle cx="{cx}" cy="{cy}" r="{size * 0.38}" {style}/>')
+        for dx in (-0.13, 0.13):  # eyes make viruses tell apart from pill halves at a glance
+            out.append(f'<circle cx="{cx + dx * size}" cy="{cy - 0.06 * size}" r="{size * 0.07}" fill="#fff"/>')
+        return
+    rx = size * (0.45 if shape == K.DISCONNECTED else 0.3)
+    out.append(f'<rect x="{px + m}" y="{py + m}" width="{size - 2 * m}" height="{size - 2 * m}" rx="{rx}" {style}/>')
+    # Square off the side facing the partner so a pill reads as one piece.
+    h = size / 2
+    joint = {
+        K.LEFT: (px + h, py + m, h, size - 2 * m),
+        K.RIGHT: (px, py + m, h, size - 2 * m),
+        K.BOTTOM: (px + m, py, size - 2 * m, h),
+        K.TOP: (px + m, py + h, size - 2 * m, h),
+    }.get(shape)
+    if joint is not None:
+        jx, jy, jw, jh = joint
+        out.append(f'<rect x="{jx}" y="{jy}" width="{jw}" height="{jh}" fill="{fill}"/>')
 
 
 def board_svg(
@@ -32,25 +58,34 @@ def board_svg(
     labels: dict[tuple[int, int], str] | None = None,
     cell: int = 18,
     title: str | None = None,
+    pill_r: int | None = None,
 ) -> str:
     """An SVG picture of board.
 
     overlay: float[8, 16] in [0, 1], drawn as cell backgrounds (e.g. move probabilities).
     outline: bool[8, 16], cells to outline (e.g. where a legal move's bottom-left half may go).
-    pill: drawn above the bottle as the pill to place. ghost: a (pill, move) drawn translucent.
-    labels: small text per cell, e.g. {(x, y): "1"} to number the top moves.
-    """
-    from .board import move_cells
+    pill: drawn above the bottle as the pill to place, in its spawn form; with ``pill_r`` turned
+    that many clockwise quarter-turns instead, in a strip two cells high whatever r is (so the four
+    rotation boards of a heatmap line up).
+    ghost: a (pill, move) drawn translucent. labels: small text per cell, e.g. {(x, y): "1"}.
 
-    pad, top = 4, (cell + 8 if pill is not None else 4) + (16 if title else 0)
+    The root element carries ``data-board`` (the maryodel board string) so a picture can be traced
+    back to its board; outlines, labels and the ghost carry a ``class`` for the same reason.
+    """
+    from .board import Move, move_cells
+
+    strip = 4 if pill is None else (cell + 8 if pill_r is None else 2 * cell + 8)
+    pad, top = 4, strip + (16 if title else 0)
     w, h = K.WIDTH * cell + 2 * pad, K.HEIGHT * cell + top + pad
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-        'font-family="sans-serif">',
+        f'font-family="sans-serif" data-board="{board.to_string()}">',
         f'<rect width="{w}" height="{h}" fill="#1c1c24" rx="4"/>',
     ]
     if title:
-        out.append(f'<text x="{w / 2}" y="13" font-size="11" fill="#ddd" text-anchor="middle">{title}</text>')
+        out.append(
+            f'<text x="{w / 2}" y="13" font-size="11" fill="#ddd" text-anchor="middle">{escape(str(title))}</text>'
+        )
 
     def xy(x: float, y: float) -> tuple[float, float]:
         return pad + x * cell, top + (K.HEIGHT - 1 - y) * cell
@@ -61,55 +96,31 @@ def board_svg(
             fill = _heat(overlay[x, y]) if overlay is not None else "#22222a"
             out.append(f'<rect x="{px}" y="{py}" width="{cell}" height="{cell}" fill="{fill}" stroke="#2e2e38"/>')
 
-    def half(x: int, y: int, colour: int, shape: int, opacity: float = 1.0) -> None:
-        px, py = xy(x, y)
-        fill, edge, m = COLOURS[colour], DARK[colour], cell * 0.1
-        style = f'fill="{fill}" stroke="{edge}" opacity="{opacity}"'
-        if shape == K.VIRUS:
-            r = cell * 0.38
-            cx, cy = px + cell / 2, py + cell / 2
-            out.append(f'<circle cx="{cx}" cy="{cy}" r="{r}" {style}/>')
-            for dx in (-0.13, 0.13):  # eyes make viruses tell apart from pill halves at a glance
-                out.append(f'<circle cx="{cx + dx * cell}" cy="{cy - 0.06 * cell}" r="{cell * 0.07}" fill="#fff"/>')
-            return
-        rx = cell * (0.45 if shape == K.DISCONNECTED else 0.3)
-        out.append(
-            f'<rect x="{px + m}" y="{py + m}" width="{cell - 2 * m}" height="{cell - 2 * m}" rx="{rx}" {style}/>'
-        )
-        # Square off the side facing the partner so a pill reads as one piece.
-        half_cell = cell / 2
-        joint = {
-            K.LEFT: (px + half_cell, py + m, half_cell, cell - 2 * m),
-            K.RIGHT: (px, py + m, half_cell, cell - 2 * m),
-            K.BOTTOM: (px + m, py, cell - 2 * m, half_cell),
-            K.TOP: (px + m, py + half_cell, cell - 2 * m, half_cell),
-        }.get(shape)
-        if joint is not None:
-            jx, jy, jw, jh = joint
-            out.append(f'<rect x="{jx}" y="{jy}" width="{jw}" height="{jh}" fill="{fill}" opacity="{opacity}"/>')
-
     cells = board.cells
     for x, y in zip(*np.nonzero(cells)):
         c = int(cells[x, y])
-        half(int(x), int(y), c & 3, c >> 2)
+        _piece(out, *xy(int(x), int(y)), cell, c & 3, c >> 2)
     if outline is not None:
         for x, y in zip(*np.nonzero(outline)):
             px, py = xy(int(x), int(y))
             out.append(
-                f'<rect x="{px + 1}" y="{py + 1}" width="{cell - 2}" height="{cell - 2}" fill="none" '
-                'stroke="#9fe" stroke-width="1" stroke-dasharray="2,2"/>'
+                f'<rect class="outline" x="{px + 1}" y="{py + 1}" width="{cell - 2}" height="{cell - 2}" '
+                'fill="none" stroke="#9fe" stroke-width="1" stroke-dasharray="2,2"/>'
             )
     if ghost is not None:
         gpill, gmove = ghost
-        for pc in move_cells(gpill, gmove):
-            half(pc.x, pc.y, int(pc.colour), int(pc.shape), opacity=0.55)
+        out.append('<g class="ghost" opacity="0.55">')  # one opacity for the group: no darker overlaps
+        for pc in move_cells(gpill, Move(*gmove)):
+            _piece(out, *xy(pc.x, pc.y), cell, int(pc.colour), int(pc.shape))
+        out.append("</g>")
     for (x, y), text in (labels or {}).items():
         px, py = xy(x, y)
         out.append(
-            f'<text x="{px + cell / 2}" y="{py + cell * 0.7}" font-size="{cell * 0.55}" fill="#fff" '
-            f'text-anchor="middle" font-weight="bold">{text}</text>'
+            f'<text class="label" x="{px + cell / 2}" y="{py + cell * 0.7}" font-size="{cell * 0.55}" fill="#fff" '
+            f'stroke="#000" stroke-width="{cell * 0.04}" paint-order="stroke" text-anchor="middle" '
+            f'font-weight="bold">{escape(str(text))}</text>'
         )
-    if pill is not None:
+    if pill is not None and pill_r is None:
         py = top - cell - 4
         for i, colour in enumerate(pill):
             px = pad + (K.SPAWN_X + i) * cell
@@ -117,5 +128,10 @@ def board_svg(
                 f'<rect x="{px + 1}" y="{py}" width="{cell - 2}" height="{cell - 2}" rx="{cell * 0.3}" '
                 f'fill="{COLOURS[int(colour)]}" stroke="{DARK[int(colour)]}"/>'
             )
+    elif pill is not None:
+        # The turned pill's cells, as if placed with its bottom-left half at the spawn cell.
+        for pc in move_cells(pill, Move(pill_r % 4, 0, 0)):
+            px, py = pad + (K.SPAWN_X + pc.x) * cell, top - 4 - (pc.y + 1) * cell
+            _piece(out, px, py, cell, int(pc.colour), int(pc.shape))
     out.append("</svg>")
     return "".join(out)

@@ -1,0 +1,407 @@
+"""Pictures for notebooks: boards, move-probability heatmaps, game replays (design section 4).
+
+Every function returns something Jupyter shows inline (an object with ``_repr_svg_`` or
+``_repr_html_``, an ipywidgets UI, or a matplotlib Figure) and also runs headless, so CI executes
+each picture once in a plain cell. This module is the one to import: the replays
+(`drmario.viz_replay`) and the plots of run outputs (training curves, arena, calibration:
+`drmario.viz_plots`) are reachable from here too.
+
+Moves arrays are float[4, 8, 16] [r, x, y] as in `drmario.encode`: r clockwise quarter-turns from
+spawn, (x, y) the cell of the pill's bottom-left half, y = 0 at the bottom.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import kernels as K
+from .board import Board, Move, Pill
+from .game import Game
+from .rules import legal_mask
+from .svg import board_svg
+
+# How the pill lies after r clockwise quarter-turns (L, R: its left and right colours at spawn).
+ORIENTATION = ("[L R]", "R under L", "[R L]", "L under R")
+
+MOVES_SHAPE = (4, K.WIDTH, K.HEIGHT)
+
+
+class SVGView:
+    """One SVG picture that Jupyter shows inline; ``.svg`` is its text."""
+
+    def __init__(self, svg: str) -> None:
+        self.svg = svg
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        return self.svg  # inline SVG is valid HTML, and HTML export keeps it as text
+
+    def save(self, path: str | Path) -> Path:
+        """Write the picture to path (.svg, or .html for a page)."""
+        return _save(path, self.svg)
+
+    def __repr__(self) -> str:
+        return f"<SVGView {len(self.svg)} chars>"
+
+
+class HTMLView:
+    """An HTML fragment (boards in a row, a heatmap) that Jupyter shows inline.
+
+    ``.html`` is the fragment; ``.svgs`` the board pictures in it, in order.
+    """
+
+    def __init__(self, html: str, svgs: Sequence[str] = ()) -> None:
+        self.html = html
+        self.svgs = list(svgs)
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def save(self, path: str | Path) -> Path:
+        """Write a standalone HTML page (any suffix)."""
+        return _save(path, self.html, page=True)
+
+    def __repr__(self) -> str:
+        return f"<HTMLView {len(self.svgs)} boards, {len(self.html)} chars>"
+
+
+class Panel:
+    """An ipywidgets UI (``.widget``) with its controls by name, e.g. ``panel.slider``."""
+
+    def __init__(self, widget: Any, **controls: Any) -> None:
+        self.widget = widget
+        self.controls = controls
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["controls"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Panel {', '.join(self.controls)}>"
+
+
+def _save(path: str | Path, text: str, page: bool = False) -> Path:
+    path = Path(path)
+    if page or path.suffix.lower() in (".html", ".htm"):
+        text = f'<!doctype html>\n<html><head><meta charset="utf-8"></head><body>{text}</body></html>\n'
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _ipywidgets() -> Any:
+    """The ipywidgets module, or None where it is not installed (callers fall back to static)."""
+    try:
+        import ipywidgets
+    except ImportError:
+        return None
+    return ipywidgets
+
+
+# ------------------------------------------------------------------------------------------------
+# Boards
+
+BoardLike = Board | Game | SVGView | str
+
+
+def board_view(
+    board: Board | Game,
+    overlay: np.ndarray | None = None,
+    pill: Pill | None = None,
+    *,
+    outline: np.ndarray | None = None,
+    ghost: tuple[Pill, Move] | None = None,
+    labels: dict[tuple[int, int], str] | None = None,
+    cell: int = 18,
+    title: str | None = None,
+) -> SVGView:
+    """A board picture shown inline (a Game shows its board and the pill to place).
+
+    overlay: float[8, 16] in [0, 1] cell backgrounds; outline: bool[8, 16]; see `svg.board_svg`.
+    """
+    if isinstance(board, Game):
+        if pill is None and not board.over:
+            pill = board.pill
+        board = board.board
+    return SVGView(
+        board_svg(
+            board, overlay=overlay, outline=outline, pill=pill, ghost=ghost, labels=labels, cell=cell, title=title
+        )
+    )
+
+
+def _as_svg(item: BoardLike, cell: int) -> str:
+    if isinstance(item, SVGView):
+        return item.svg
+    if isinstance(item, str):
+        return item
+    if isinstance(item, (Board, Game)):
+        return board_view(item, cell=cell).svg
+    raise TypeError(f"expected a Board, Game, SVGView or SVG text, got {type(item).__name__}")
+
+
+def _row(parts: Sequence[str], captions: Sequence[str | None] | None = None, title: str | None = None) -> str:
+    """Pictures side by side (wrapping on narrow screens), bottoms aligned, captions below."""
+    figs = []
+    for i, part in enumerate(parts):
+        cap = captions[i] if captions is not None and i < len(captions) else None
+        cap_html = f'<figcaption style="font-size:12px;margin-top:2px">{escape(cap)}</figcaption>' if cap else ""
+        figs.append(f'<figure style="margin:0;text-align:center">{part}{cap_html}</figure>')
+    head = f'<div style="font-weight:bold;margin:2px 0 4px">{escape(title)}</div>' if title else ""
+    body = "".join(figs)
+    return f'<div>{head}<div style="display:flex;flex-wrap:wrap;gap:8px;align-items:flex-end">{body}</div></div>'
+
+
+def board_row(
+    boards: Sequence[BoardLike],
+    captions: Sequence[str | None] | None = None,
+    *,
+    title: str | None = None,
+    cell: int = 14,
+) -> HTMLView:
+    """Several boards (Board, Game, SVGView or SVG text) side by side in one HTML row."""
+    if captions is not None and len(captions) != len(boards):
+        raise ValueError(f"got {len(captions)} captions for {len(boards)} boards")
+    svgs = [_as_svg(b, cell) for b in boards]
+    return HTMLView(_row(svgs, captions, title), svgs)
+
+
+# ------------------------------------------------------------------------------------------------
+# Move-probability heatmaps
+
+
+def _moves_array(moves: Any, what: str = "moves") -> np.ndarray:
+    m = np.asarray(moves, dtype=np.float64)
+    if m.shape == (4 * K.WIDTH * K.HEIGHT,):
+        m = m.reshape(MOVES_SHAPE)
+    if m.shape != MOVES_SHAPE:
+        raise ValueError(f"{what} must be float[4, 8, 16] [r, x, y] (or float[512]), got shape {m.shape}")
+    if not np.isfinite(m).all() or (m < 0).any():
+        raise ValueError(f"{what} must be finite and >= 0 (probabilities or visit counts, not logits)")
+    return m
+
+
+def _legal(board: Board, pill: Pill, legal: np.ndarray | None) -> np.ndarray:
+    if legal is None:
+        return legal_mask(board, pill)
+    legal = np.asarray(legal, dtype=bool)
+    if legal.shape != MOVES_SHAPE:
+        raise ValueError(f"legal must be bool[4, 8, 16] [r, x, y], got shape {legal.shape}")
+    return legal
+
+
+def _placement_mass(pill: Pill, m: np.ndarray) -> np.ndarray:
+    """float[2 or 4, 8, 16]: a placement's mass; same-colour pills hold it split over r and r + 2."""
+    return m[:2] + m[2:] if pill.same_colour else m
+
+
+def _share(pill: Pill, m: np.ndarray, move: Move) -> float:
+    """The fraction of the array's mass on move (both planes of a same-colour placement)."""
+    total = m.sum()
+    if total <= 0:
+        return 0.0
+    r, x, y = move
+    return float(_placement_mass(pill, m)[r % 2 if pill.same_colour else r, x, y] / total)
+
+
+def top_moves(
+    board: Board, pill: Pill, moves: np.ndarray, legal: np.ndarray | None = None, n: int = 3
+) -> list[tuple[Move, float]]:
+    """The n legal moves with the most mass, best first, as (move, fraction of the array's total).
+
+    moves: float[4, 8, 16] probabilities (or visit counts); legal: bool[4, 8, 16] (default
+    `rules.legal_mask`). Moves with no mass are left out. A same-colour placement is counted once,
+    with its canonical r in {0, 1} and the mass of both planes.
+    """
+    m = _moves_array(moves)
+    legal = _legal(board, pill, legal)
+    total = m.sum()
+    mass = _placement_mass(pill, m)
+    ok = (legal[:2] | legal[2:]) if pill.same_colour else legal
+    mass = np.where(ok, mass, 0.0)
+    out = []
+    for i in np.argsort(-mass, axis=None, kind="stable")[: max(n, 0)]:
+        r, x, y = np.unravel_index(i, mass.shape)
+        if mass[r, x, y] <= 0:
+            break
+        out.append((Move(int(r), int(x), int(y)), float(mass[r, x, y] / total)))
+    return out
+
+
+def _heatmap_parts(
+    board: Board,
+    pill: Pill,
+    moves: Any,
+    legal: np.ndarray | None,
+    top: int,
+    chosen: Move | None,
+    cell: int,
+) -> tuple[list[str], str]:
+    """The 4 rotation boards of a heatmap and its caption line."""
+    m = _moves_array(moves)
+    legal = _legal(board, pill, legal)
+    peak, total = m.max(), m.sum()
+    overlay = m / peak if peak > 0 else m
+    best = top_moves(board, pill, m, legal, top)
+    labels: list[dict[tuple[int, int], str]] = [{} for _ in range(4)]
+    for k, (mv, _) in enumerate(best, 1):
+        labels[mv.r][(mv.x, mv.y)] = str(k)
+    paired = pill.same_colour and np.allclose(m[:2], m[2:])
+    svgs = []
+    for r in range(4):
+        name = f"r={r} (= r={r - 2})" if paired and r >= 2 else f"r={r} {ORIENTATION[r]}"
+        shows_chosen = chosen is not None and (chosen[0] % 2 == r % 2 if pill.same_colour else chosen[0] == r)
+        svgs.append(
+            board_svg(
+                board,
+                overlay=overlay[r],
+                outline=legal[r],
+                pill=pill,
+                pill_r=r,
+                ghost=(pill, Move(r, chosen[1], chosen[2])) if shows_chosen else None,
+                labels=labels[r],
+                cell=cell,
+                title=name,
+            )
+        )
+    if total <= 0:
+        notes = ["all moves have zero mass"]
+    else:
+        notes = [f"{k}. r={mv.r} x={mv.x} y={mv.y} {p:.1%}" for k, (mv, p) in enumerate(best, 1)]
+        illegal = m[~legal].sum() / total
+        if illegal >= 5e-4:
+            notes.append(f"illegal moves hold {illegal:.1%}")
+    if chosen is not None:
+        notes.append(f"chosen r={chosen[0]} x={chosen[1]} y={chosen[2]} {_share(pill, m, Move(*chosen)):.1%}")
+    if paired:
+        notes.append("same-colour pill: planes r and r+2 are equal, each holding half a placement's mass")
+    elif pill.same_colour:
+        notes.append("same-colour pill, yet planes r and r+2 differ (not symmetrised); numbers add both")
+    caption = f"pill {pill} · " + " · ".join(notes)
+    return svgs, caption
+
+
+def move_heatmap(
+    board: Board,
+    pill: Pill,
+    moves: np.ndarray,
+    legal: np.ndarray | None = None,
+    top: int = 3,
+    title: str | None = None,
+    *,
+    chosen: Move | None = None,
+    cell: int = 14,
+) -> HTMLView:
+    """Move probabilities as 4 small boards, one per rotation r = 0..3.
+
+    moves: float[4, 8, 16] [r, x, y] probabilities (or visit counts), drawn on the cell of the
+    pill's bottom-left half, shaded relative to the largest entry. legal: bool[4, 8, 16], outlined
+    (default `rules.legal_mask`). The top legal moves are numbered 1..top on their cells and listed
+    below with their share of the mass; chosen (e.g. the move played) is drawn as a ghost pill.
+    Each board shows the pill turned as in its plane above the bottle.
+    """
+    svgs, caption = _heatmap_parts(board, pill, moves, legal, top, chosen, cell)
+    html = _row(svgs, title=title) + f'<div style="font-size:12px;margin:2px 0 6px">{escape(caption)}</div>'
+    return HTMLView(f"<div>{html}</div>", svgs)
+
+
+def compare_heatmaps(
+    board: Board,
+    pill: Pill,
+    named_moves: Mapping[str, np.ndarray],
+    legal: np.ndarray | None = None,
+    top: int = 3,
+    *,
+    chosen: Move | None = None,
+    cell: int = 12,
+) -> HTMLView:
+    """Several heatmaps of one position side by side, e.g. {"network": p, "search": pi}.
+
+    Each value is float[4, 8, 16]. For each after the first, the caption gives its overlap with the
+    first (the sum over moves of the smaller share: 1 for equal distributions, 0 for disjoint).
+    """
+    if not named_moves:
+        raise ValueError("compare_heatmaps needs at least one moves array")
+    legal = _legal(board, pill, legal)
+    arrays = {name: _moves_array(m, f"moves {name!r}") for name, m in named_moves.items()}
+    first_name, first = next(iter(arrays.items()))
+    blocks, svgs = [], []
+    for name, m in arrays.items():
+        parts, caption = _heatmap_parts(board, pill, m, legal, top, chosen, cell)
+        if m is not first and m.sum() > 0 and first.sum() > 0:
+            overlap = np.minimum(m / m.sum(), first / first.sum()).sum()
+            caption += f" · overlap with {first_name} {overlap:.2f}"
+        svgs += parts
+        blocks.append(
+            f"<div>{_row(parts, title=name)}"
+            f'<div style="font-size:12px;margin:2px 0 6px;max-width:{4 * (8 * cell + 16)}px">{escape(caption)}</div>'
+            "</div>"
+        )
+    return HTMLView(f'<div style="display:flex;flex-wrap:wrap;gap:24px">{"".join(blocks)}</div>', svgs)
+
+
+# The replays and the run-output plots live in their own modules, loaded on first use (PEP 562)
+# so that they can import this one without a cycle.
+_LAZY = {
+    "ReplayState": "viz_replay",
+    "replay_frames": "viz_replay",
+    "replay_states": "viz_replay",
+    "replay_strip": "viz_replay",
+    "replay_widget": "viz_replay",
+    "arena_table": "viz_plots",
+    "curve_explorer": "viz_plots",
+    "plot_arena": "viz_plots",
+    "plot_calibration": "viz_plots",
+    "plot_curves": "viz_plots",
+    "read_metrics": "viz_plots",
+}
+
+if TYPE_CHECKING:
+    from .viz_plots import arena_table, curve_explorer, plot_arena, plot_calibration, plot_curves, read_metrics
+    from .viz_replay import ReplayState, replay_frames, replay_states, replay_strip, replay_widget
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = [
+    "HTMLView",
+    "ORIENTATION",
+    "Panel",
+    "ReplayState",
+    "SVGView",
+    "arena_table",
+    "board_row",
+    "board_view",
+    "compare_heatmaps",
+    "curve_explorer",
+    "move_heatmap",
+    "plot_arena",
+    "plot_calibration",
+    "plot_curves",
+    "read_metrics",
+    "replay_frames",
+    "replay_states",
+    "replay_strip",
+    "replay_widget",
+    "top_moves",
+]

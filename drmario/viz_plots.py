@@ -1,0 +1,446 @@
+"""Plots of run outputs: training curves from metrics.csv, arena results, calibration.
+
+Figures are built as ``matplotlib.figure.Figure`` objects rather than through pyplot: a notebook
+shows a returned Figure once (pyplot would show it a second time), headless runs need no backend,
+and nothing piles up in pyplot's figure list. Save one with ``fig.savefig(path)``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from .viz import Panel, _ipywidgets
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from pandas.io.formats.style import Styler
+
+METRIC_COLUMNS = (
+    "step",
+    "epoch",
+    "samples",
+    "time_s",
+    "split",
+    "lr",
+    "samples_per_s",
+    "loss",
+    "won",
+    "cleared",
+    "duration",
+    "moves",
+    "reg",
+)
+LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg")
+X_COLUMNS = ("step", "epoch", "samples", "time_s")
+ARENA_COLUMNS = (
+    "agent",
+    "level",
+    "games",
+    "clear_rate",
+    "mean_viruses_cleared",
+    "pills_per_virus",
+    "topout_rate",
+    "stalemate_rate",
+    "ms_per_move",
+)
+RATES = ("clear_rate", "topout_rate", "stalemate_rate")
+
+PathLike = str | os.PathLike
+
+
+# ------------------------------------------------------------------------------------------------
+# Training curves
+
+
+def _metrics_file(path: Path) -> Path:
+    return path / "metrics.csv" if path.is_dir() else path
+
+
+def _run_names(paths: list[Path]) -> list[str]:
+    """A run is named after its directory; names that collide fall back to the full path."""
+    dirs = [p if p.is_dir() or p.name != "metrics.csv" else p.parent for p in paths]
+    names = [d.name if d.is_dir() else d.stem for d in dirs]
+    return [str(d) if names.count(name) > 1 else name for d, name in zip(dirs, names)]
+
+
+def read_metrics(runs: PathLike | Iterable[PathLike] | Mapping[str, PathLike]) -> pd.DataFrame:
+    """The metrics.csv of one or several runs in one DataFrame with a ``run`` column first.
+
+    runs: a run directory or CSV file, a list of them, or {name: path} to choose the names
+    (otherwise a run is named after its directory). The other columns are the files' own (the
+    trainer writes `METRIC_COLUMNS`); ``step`` and ``split`` are required.
+    """
+    import pandas as pd
+
+    if isinstance(runs, (str, os.PathLike)):
+        runs = [runs]
+    if isinstance(runs, Mapping):
+        names, paths = [str(k) for k in runs], [Path(v) for v in runs.values()]
+    else:
+        paths = [Path(p) for p in runs]
+        names = _run_names(paths)
+    if not paths:
+        raise ValueError("read_metrics: no runs given")
+    frames = []
+    for name, path in zip(names, paths):
+        file = _metrics_file(path)
+        if not file.is_file():
+            raise FileNotFoundError(f"no metrics file at {file}")
+        try:
+            df = pd.read_csv(file)
+        except pd.errors.EmptyDataError:  # a run that has not logged yet
+            df = pd.DataFrame(columns=list(METRIC_COLUMNS))
+        missing = [c for c in ("step", "split") if c not in df.columns]
+        if missing:
+            raise ValueError(f"{file}: missing column(s) {', '.join(missing)} (has {', '.join(df.columns)})")
+        df.insert(0, "run", name)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _register_inline() -> None:
+    """Let a running kernel show the Figures made here. Without pyplot, the inline backend never
+    registers its formatters, and a returned Figure would only show as text."""
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+    from matplotlib.figure import Figure
+
+    shell = get_ipython()
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not formatters:
+        return
+    for mime in ("image/png", "image/svg+xml", "image/jpeg", "application/pdf"):
+        try:
+            formatters[mime].lookup_by_type(Figure)
+            return  # the user's own set-up (e.g. %matplotlib inline, retina) already shows figures
+        except KeyError:
+            continue
+    from IPython.core.pylabtools import select_figure_formats
+
+    try:  # honour InlineBackend.figure_formats and print_figure_kwargs where they are set
+        from matplotlib_inline.backend_inline import InlineBackend
+
+        config = InlineBackend.instance(parent=shell)
+        select_figure_formats(shell, config.figure_formats, **config.print_figure_kwargs)
+    except ImportError:
+        select_figure_formats(shell, {"png"}, bbox_inches="tight")
+
+
+def _figure(**kwargs: Any) -> Figure:
+    from matplotlib.figure import Figure
+
+    _register_inline()
+    return Figure(layout="constrained", **kwargs)
+
+
+def _new_figure(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, list[Axes]]:
+    """A figure of n small multiples, at most 3 per row."""
+    ncols = max(1, min(n, 3))
+    nrows = max(1, math.ceil(n / ncols))
+    fig = _figure(figsize=(width * ncols, height * nrows))
+    axes = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _given_axes(ax: Any, n: int) -> tuple[Figure, list[Axes]]:
+    axes = list(np.atleast_1d(np.asarray(ax, dtype=object)).ravel())
+    if len(axes) < n:
+        raise ValueError(f"need {n} axes (one per term), got {len(axes)}")
+    return axes[0].figure, axes[:n]
+
+
+def plot_curves(
+    df: pd.DataFrame,
+    terms: str | Sequence[str] = ("loss",),
+    smoothing: float = 0.0,
+    log_scale: bool = True,
+    x: str = "step",
+    ax: Axes | Sequence[Axes] | None = None,
+) -> Figure:
+    """Train and test curves per loss term (one panel each) and per run (one colour each).
+
+    df: from `read_metrics` (a ``run`` column is optional). Train is a solid line, test dashed
+    with markers. smoothing in [0, 1): EMA weight of the past (debiased, as in TensorBoard),
+    applied to train only, with the raw train curve kept faint behind; test points are sparse and
+    would lag. log_scale: a log y axis for panels whose values are all positive.
+    """
+    from matplotlib.lines import Line2D
+
+    terms = (terms,) if isinstance(terms, str) else tuple(terms)
+    if not terms:
+        raise ValueError("plot_curves: no terms given")
+    for col in (*terms, x, "split"):
+        if col not in df.columns:
+            raise ValueError(f"plot_curves: no column {col!r} (columns: {', '.join(map(str, df.columns))})")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    fig, axes = _new_figure(len(terms)) if ax is None else _given_axes(ax, len(terms))
+    runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
+    for term, a in zip(terms, axes):
+        positive, drawn = True, False
+        for k, run in enumerate(runs):
+            colour = f"C{k % 10}"
+            rows = df if run is None else df[df["run"] == run]
+            for split, style in (("train", "-"), ("test", "--")):
+                s = rows.loc[rows["split"] == split, [x, term]].dropna().sort_values(x, kind="stable")
+                if s.empty:
+                    continue
+                xs, ys = s[x].to_numpy(float), s[term].to_numpy(float)
+                positive &= bool((ys > 0).all())
+                drawn = True
+                if split == "train" and smoothing > 0:
+                    a.plot(xs, ys, "-", color=colour, alpha=0.25, lw=0.8)
+                    ys = s[term].ewm(alpha=1.0 - smoothing, adjust=True).mean().to_numpy(float)
+                a.plot(xs, ys, style, color=colour, lw=1.4, marker="o" if split == "test" else None, ms=3)
+        if not drawn:
+            a.text(0.5, 0.5, "no data", ha="center", va="center", transform=a.transAxes, color="grey")
+        elif log_scale and positive:
+            a.set_yscale("log")
+        a.set_title(term)
+        a.set_xlabel(x)
+        a.grid(alpha=0.3, which="both" if log_scale else "major")
+    handles = [
+        Line2D([], [], color=f"C{k % 10}", lw=2, label=str(run)) for k, run in enumerate(runs) if run is not None
+    ]
+    handles += [
+        Line2D([], [], color="grey", ls="-", label="train"),
+        Line2D([], [], color="grey", ls="--", marker="o", ms=3, label="test"),
+    ]
+    if ax is None:
+        fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+    else:
+        axes[0].legend(handles=handles, fontsize=8)
+    return fig
+
+
+def _figure_png(fig: Figure, dpi: int = 90) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def curve_explorer(
+    run_dirs: PathLike | Iterable[PathLike] | Mapping[str, PathLike], terms: Sequence[str] = ("loss",)
+) -> Panel | Figure:
+    """An ipywidgets UI over the runs' training curves: select runs and loss terms, smoothing,
+    log scale, x axis, and a reload button (for runs still training). Returns a Panel (controls
+    ``runs``, ``terms``, ``smoothing``, ``log``, ``x``, ``reload``, ``image``, ``message``);
+    without ipywidgets, the `plot_curves` figure of every loss term, with a warning."""
+    df = read_metrics(run_dirs)
+    widgets = _ipywidgets()
+    available = [t for t in (*LOSS_TERMS, "lr", "samples_per_s") if t in df.columns]
+    if widgets is None:
+        warnings.warn("ipywidgets is not installed: showing a static figure of every loss term", stacklevel=2)
+        return plot_curves(df, terms=[t for t in available if t in LOSS_TERMS] or available[:1])
+
+    run_names = list(dict.fromkeys(df["run"]))
+    runs_w = widgets.SelectMultiple(
+        options=run_names, value=run_names, description="runs", rows=min(6, max(2, len(run_names)))
+    )
+    terms_w = widgets.SelectMultiple(
+        options=available, value=[t for t in terms if t in available] or available[:1], description="terms", rows=6
+    )
+    smooth_w = widgets.FloatSlider(value=0.0, min=0.0, max=0.99, step=0.01, description="smoothing")
+    log_w = widgets.Checkbox(value=True, description="log scale", indent=False)
+    x_w = widgets.Dropdown(options=[c for c in X_COLUMNS if c in df.columns], value="step", description="x")
+    reload_w = widgets.Button(description="reload", tooltip="read the metrics files again")
+    image = widgets.Image(format="png")
+    message = widgets.HTML()
+    state = {"df": df}
+
+    def redraw(_: Any = None) -> None:
+        if not runs_w.value or not terms_w.value:
+            message.value = "select at least one run and one term"
+            return
+        data = state["df"]
+        fig = plot_curves(
+            data[data["run"].isin(runs_w.value)],
+            terms=terms_w.value,
+            smoothing=smooth_w.value,
+            log_scale=log_w.value,
+            x=x_w.value,
+        )
+        image.value = _figure_png(fig)
+        message.value = ""
+
+    def reload(_: Any = None) -> None:
+        state["df"] = read_metrics(run_dirs)
+        names = list(dict.fromkeys(state["df"]["run"]))
+        keep = [r for r in runs_w.value if r in names] or names
+        runs_w.options = names
+        runs_w.value = keep
+        redraw()
+
+    for w in (runs_w, terms_w, smooth_w, log_w, x_w):
+        w.observe(redraw, names="value")
+    reload_w.on_click(reload)
+    redraw()
+    controls = widgets.HBox([runs_w, terms_w, widgets.VBox([smooth_w, x_w, log_w, reload_w])])
+    box = widgets.VBox([controls, message, image])
+    return Panel(
+        box,
+        runs=runs_w,
+        terms=terms_w,
+        smoothing=smooth_w,
+        log=log_w,
+        x=x_w,
+        reload=reload_w,
+        image=image,
+        message=message,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Arena
+
+
+def _check_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
+
+
+def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "clear_rate", ax: Axes | None = None) -> Figure:
+    """One line per agent over the virus level, with markers; one panel per metric.
+
+    df: one row per (agent, level) with the arena's columns (`ARENA_COLUMNS`). Rates get a 0-100 %
+    axis and, where ``games`` is given, a band of one binomial standard error.
+    """
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    metrics = (metric,) if isinstance(metric, str) else tuple(metric)
+    _check_columns(df, ("agent", "level", *metrics), "plot_arena")
+    fig, axes = _new_figure(len(metrics), 5.0, 3.4) if ax is None else _given_axes(ax, len(metrics))
+    agents = list(dict.fromkeys(df["agent"]))
+    for name, a in zip(metrics, axes):
+        for k, agent in enumerate(agents):
+            rows = df[df["agent"] == agent].sort_values("level")
+            levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
+            a.plot(levels, values, "-o", color=f"C{k % 10}", ms=4, label=str(agent))
+            if name in RATES and "games" in rows.columns:
+                games = np.maximum(rows["games"].to_numpy(float), 1.0)
+                se = np.sqrt(np.clip(values * (1 - values), 0, None) / games)
+                a.fill_between(levels, values - se, values + se, color=f"C{k % 10}", alpha=0.15, lw=0)
+        if name in RATES:
+            a.set_ylim(-0.02, 1.02)
+            a.yaxis.set_major_formatter(PercentFormatter(1.0))
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a.set_xlabel("level")
+        a.set_title(name.replace("_", " "))
+        a.grid(alpha=0.3)
+        if agents:
+            a.legend(fontsize=8)
+    return fig
+
+
+def arena_table(df: pd.DataFrame) -> Styler:
+    """The arena results as a styled table: rows by level then agent, rates in percent, the clear
+    rate shaded, and the best clear rate at each level in bold."""
+    _check_columns(df, ("agent", "level"), "arena_table")
+    columns = [c for c in ARENA_COLUMNS if c in df.columns and c not in ("agent", "level")]
+    columns += [c for c in df.columns if c not in ARENA_COLUMNS]
+    table = df.sort_values(["level", "agent"], kind="stable").set_index(["level", "agent"])[columns]
+    formats = {c: "{:.1%}" for c in RATES}
+    formats.update(games="{:,.0f}", mean_viruses_cleared="{:.2f}", pills_per_virus="{:.2f}", ms_per_move="{:.1f}")
+    styler = table.style.format({c: f for c, f in formats.items() if c in table.columns}, na_rep="-")
+    if "clear_rate" in table.columns:
+        styler = styler.background_gradient(cmap="Greens", subset=["clear_rate"], vmin=0.0, vmax=1.0)
+
+        def bold_best(col: pd.Series) -> list[str]:
+            best = col.groupby(level="level").transform("max")
+            return ["font-weight: bold" if v == b else "" for v, b in zip(col, best)]
+
+        styler = styler.apply(bold_best, subset=["clear_rate"], axis=0)
+    return styler.set_caption("Arena: one row per level and agent; bold: the best clear rate at the level")
+
+
+# ------------------------------------------------------------------------------------------------
+# Calibration
+
+
+def plot_calibration(
+    predicted: Any,
+    actual: Any,
+    name: str,
+    bins: int = 10,
+    *,
+    strategy: Literal["uniform", "quantile"] = "uniform",
+    ax: Axes | None = None,
+) -> Figure:
+    """How well a network output predicts the real outcome, e.g. won, cleared or duration.
+
+    predicted, actual: float[N] (non-finite pairs are dropped). The predictions are cut into bins
+    (equal width, or equal counts with strategy="quantile"); each bin's mean prediction is plotted
+    against the mean outcome with a standard-error bar, beside the diagonal of perfect calibration,
+    and a histogram below gives the counts. With ax, only the calibration panel is drawn there and
+    the counts are written next to the points. The title gives n, RMSE, bias and correlation.
+    """
+    p = np.asarray(predicted, dtype=float).ravel()
+    a = np.asarray(actual, dtype=float).ravel()
+    if p.shape != a.shape:
+        raise ValueError(f"predicted and actual differ in length: {p.size} and {a.size}")
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    ok = np.isfinite(p) & np.isfinite(a)
+    p, a = p[ok], a[ok]
+    if ax is None:
+        fig = _figure(figsize=(5.0, 5.4))
+        top, hist = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    else:
+        fig, top, hist = ax.figure, ax, None
+    top.set_ylabel(f"actual {name}")
+    (hist or top).set_xlabel(f"predicted {name}")
+    if p.size == 0:
+        top.text(0.5, 0.5, "no data", ha="center", va="center", transform=top.transAxes, color="grey")
+        top.set_title(name)
+        return fig
+
+    lo, hi = float(p.min()), float(p.max())
+    if strategy == "quantile":
+        edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
+    elif strategy == "uniform":
+        edges = np.linspace(lo, hi, bins + 1)
+    else:
+        raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
+    if edges.size < 2 or edges[-1] <= edges[0]:  # all predictions equal
+        edges = np.array([lo - 0.5, hi + 0.5])
+    nb = edges.size - 1
+    idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, nb - 1)
+    counts = np.bincount(idx, minlength=nb)
+    filled = counts > 0
+    c = np.maximum(counts, 1)
+    mean_p = np.bincount(idx, p, nb) / c
+    mean_a = np.bincount(idx, a, nb) / c
+    se = np.sqrt(np.bincount(idx, (a - mean_a[idx]) ** 2, nb) / c / c)
+
+    span = (min(lo, float(a.min())), max(hi, float(a.max())))
+    top.plot(span, span, ":", color="grey", lw=1, label="perfect")
+    top.errorbar(mean_p[filled], mean_a[filled], yerr=se[filled], fmt="o-", ms=4, capsize=2, label="binned mean")
+    if hist is not None:
+        hist.bar((edges[:-1] + edges[1:]) / 2, counts, width=np.diff(edges) * 0.9, color="C0", alpha=0.6)
+        hist.set_ylabel("count")
+        hist.grid(alpha=0.3)
+    else:
+        for xp, yp, k in zip(mean_p[filled], mean_a[filled], counts[filled]):
+            top.annotate(str(k), (xp, yp), textcoords="offset points", xytext=(4, -10), fontsize=7, color="grey")
+    rmse = float(np.sqrt(np.mean((p - a) ** 2)))
+    bias = float(np.mean(p - a))
+    corr = float(np.corrcoef(p, a)[0, 1]) if p.size > 1 and p.std() > 0 and a.std() > 0 else float("nan")
+    top.set_title(f"{name}: n={p.size}, RMSE {rmse:.3g}, bias {bias:+.3g}, r={corr:.2f}", fontsize=10)
+    top.grid(alpha=0.3)
+    top.legend(fontsize=8, loc="upper left")
+    return fig

@@ -1,0 +1,177 @@
+"""Game replays: frames, a strip of chosen steps, and an ipywidgets player (see `drmario.viz`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from .board import Board, Move, Pill
+from .game import GameRecord
+from .svg import board_svg
+from .viz import ORIENTATION, HTMLView, Panel, _ipywidgets, _moves_array, _row, _share, compare_heatmaps
+
+
+@dataclass(frozen=True)
+class ReplayState:
+    """A game between moves: step i is the board before move i, counting from 0 (step n: after the
+    last move); the slider, titles and captions of the replays count steps the same way."""
+
+    board: Board
+    pill: Pill | None  # the pill to place; None once the game is over
+    move: Move | None  # the move played from here; None for the last state
+    cleared: int  # viruses cleared before this state
+    viruses: int  # viruses at the start of the game
+    outcome: str | None  # the outcome, on the last state of a finished game
+
+
+def replay_states(record: GameRecord) -> list[ReplayState]:
+    """Replay record: len(record.moves) + 1 states, from the start to after the last move."""
+    game = record.new_game()
+    total = game.viruses_left
+    states = []
+    for i, move in enumerate(record.moves):
+        states.append(ReplayState(game.board, game.pill, move, game.viruses_cleared, total, None))
+        try:
+            game.play(move)
+        except ValueError as e:
+            raise ValueError(f"game record seed={record.seed} level={record.level}: move {i}: {e}") from e
+    outcome = game.outcome.value if game.outcome else None
+    states.append(ReplayState(game.board, None if game.over else game.pill, None, game.viruses_cleared, total, outcome))
+    return states
+
+
+def _state_title(st: ReplayState, i: int, n: int) -> str:
+    if st.move is not None:
+        return f"step {i}/{n}, {st.cleared} cleared"
+    return f"{(st.outcome or 'unfinished').replace('_', ' ')}, {st.cleared} cleared"
+
+
+def _state_svg(st: ReplayState, i: int, n: int, ghost: bool, cell: int) -> str:
+    g = (st.pill, st.move) if ghost and st.pill is not None and st.move is not None else None
+    return board_svg(st.board, pill=st.pill, ghost=g, cell=cell, title=_state_title(st, i, n))
+
+
+def _frame_indices(n: int, every: int) -> list[int]:
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    steps = list(range(0, n + 1, every))
+    return steps if steps[-1] == n else [*steps, n]
+
+
+def replay_frames(record: GameRecord, every: int = 1, *, ghost: bool = True, cell: int = 18) -> list[str]:
+    """Board SVGs of a replay: the start, then after every `every` moves, always ending with the
+    final board (every=1: len(record.moves) + 1 frames). Each frame shows the pill to place and,
+    with ghost, where it goes; its root element's ``data-board`` is the board string."""
+    states = replay_states(record)
+    n = len(record.moves)
+    return [_state_svg(states[i], i, n, ghost, cell) for i in _frame_indices(n, every)]
+
+
+def _move_text(pill: Pill, move: Move) -> str:
+    return f"{pill} r={move.r} x={move.x} y={move.y} ({ORIENTATION[move.r]})"
+
+
+def replay_strip(
+    record: GameRecord, steps: Sequence[int] | None = None, *, ghost: bool = True, cell: int = 14
+) -> HTMLView:
+    """Chosen replay states in one row: step i is the board before move i (negative counts from
+    the end, -1 the final board). By default 6 steps spread over the game."""
+    states = replay_states(record)
+    n = len(record.moves)
+    if steps is None:
+        steps = sorted(set(np.linspace(0, n, min(6, n + 1)).round().astype(int).tolist()))
+    picked = []
+    for s in steps:
+        if not -(n + 1) <= s <= n:
+            raise ValueError(f"step {s} is outside 0..{n} (the game has {n} moves)")
+        picked.append(s % (n + 1))
+    svgs = [_state_svg(states[i], i, n, ghost, cell) for i in picked]
+    captions = [
+        f"step {i}: " + _move_text(states[i].pill, states[i].move) if states[i].move else f"step {i}" for i in picked
+    ]
+    title = f"seed {record.seed}, level {record.level}: {n} moves, {(record.outcome or 'unfinished').replace('_', ' ')}"
+    return HTMLView(_row(svgs, captions, title), svgs)
+
+
+def _per_step(arrays: Any, n: int, what: str) -> list[np.ndarray | None] | None:
+    if arrays is None:
+        return None
+    arrays = list(arrays)
+    if len(arrays) != n:
+        raise ValueError(f"{what}: expected {n} arrays (one per move), got {len(arrays)}")
+    return [None if a is None else _moves_array(a, f"{what}[{i}]") for i, a in enumerate(arrays)]
+
+
+def replay_widget(
+    record: GameRecord,
+    targets: Sequence[np.ndarray] | np.ndarray | None = None,
+    network_moves: Sequence[np.ndarray] | np.ndarray | None = None,
+    *,
+    cell: int = 20,
+    interval_ms: int = 700,
+) -> Panel | HTMLView:
+    """An interactive replay: a slider over the game's states, play/pause, and toggles for the
+    chosen move (a ghost pill), the search target heatmap and the network heatmap.
+
+    targets, network_moves: per move float[4, 8, 16] (a list aligned with record.moves, entries may
+    be None, or an array float[n, 4, 8, 16]); a toggle appears for each one given. Returns a Panel
+    (controls ``slider``, ``play``, ``info``, ``picture`` and the toggles); without ipywidgets, a
+    static `replay_strip` with a warning.
+    """
+    states = replay_states(record)
+    n = len(record.moves)
+    maps = {"search target": _per_step(targets, n, "targets"), "network": _per_step(network_moves, n, "network_moves")}
+    maps = {name: arrays for name, arrays in maps.items() if arrays is not None}
+    widgets = _ipywidgets()
+    if widgets is None:
+        warnings.warn("ipywidgets is not installed: showing a static replay strip", stacklevel=2)
+        return replay_strip(record)
+
+    slider = widgets.IntSlider(value=0, min=0, max=n, description="step", layout=widgets.Layout(width="420px"))
+    play = widgets.Play(value=0, min=0, max=n, interval=interval_ms, description="play")
+    widgets.link((play, "value"), (slider, "value"))  # kernel-side, so it also works without a frontend
+    ghost = widgets.Checkbox(value=True, description="chosen move", indent=False)
+    toggles = {name: widgets.Checkbox(value=True, description=name, indent=False) for name in maps}
+    info = widgets.HTML()
+    picture = widgets.HTML()
+
+    def redraw(_: Any = None) -> None:
+        i = slider.value
+        st = states[i]
+        parts = [_state_svg(st, i, n, ghost.value, cell)]
+        text = [f"step {i}/{n}", f"cleared {st.cleared}/{st.viruses} viruses"]
+        if st.move is not None:
+            text[1:1] = [f"pill {st.pill}", f"plays {_move_text(st.pill, st.move)}"]
+            shown = {name: arrays[i] for name, arrays in maps.items() if toggles[name].value and arrays[i] is not None}
+            for name, arrays in maps.items():
+                if arrays[i] is not None:
+                    text.append(f"{name} p={_share(st.pill, arrays[i], st.move):.1%}")
+            if shown:
+                chosen = st.move if ghost.value else None
+                parts.append(compare_heatmaps(st.board, st.pill, shown, chosen=chosen, cell=11).html)
+        else:
+            text.insert(1, f"end: {(st.outcome or 'unfinished').replace('_', ' ')}")
+        info.value = escape(" · ".join(text))
+        picture.value = (
+            f'<div style="display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start">{"".join(parts)}</div>'
+        )
+
+    for w in (slider, ghost, *toggles.values()):
+        w.observe(redraw, names="value")
+    redraw()
+    box = widgets.VBox([widgets.HBox([play, slider]), widgets.HBox([ghost, *toggles.values()]), info, picture])
+    named = {"search target": "target", "network": "network"}
+    return Panel(
+        box,
+        slider=slider,
+        play=play,
+        ghost=ghost,
+        info=info,
+        picture=picture,
+        **{named[k]: v for k, v in toggles.items()},
+    )

@@ -1,0 +1,308 @@
+"""The notebook pictures run headless and draw what they say (drmario.viz, drmario.viz_plots)."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import re
+import subprocess
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+import drmario as dm
+from drmario import viz
+from drmario.encode import symmetrize
+from drmario.viz_plots import METRIC_COLUMNS
+
+
+@pytest.fixture(scope="module")
+def record() -> dm.GameRecord:
+    game = dm.Game(seed=1234, level=5)
+    rng = random.Random(0)
+    for _ in range(15):
+        if game.over:
+            break
+        game.play(rng.choice(game.legal_moves()))
+    return game.record()
+
+
+@pytest.fixture(scope="module")
+def position() -> tuple[dm.Board, dm.Pill]:
+    game = dm.Game(seed=1234, level=5)
+    rng = random.Random(3)
+    for _ in range(6):
+        game.play(rng.choice(game.legal_moves()))
+    return game.board, dm.Pill(dm.Colour.BLUE, dm.Colour.YELLOW)
+
+
+def labels(svg: str) -> list[str]:
+    return re.findall(r'<text class="label"[^>]*>([^<]*)</text>', svg)
+
+
+def data_board(svg: str) -> str:
+    return re.search(r'data-board="([^"]*)"', svg).group(1)
+
+
+def png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=40)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------
+# Boards and heatmaps
+
+
+def test_board_view_and_row(record):
+    game = record.new_game()
+    view = viz.board_view(game, title="start")
+    assert view._repr_svg_().startswith("<svg") and view._repr_html_() == view.svg
+    assert data_board(view.svg) == game.board.to_string()
+    row = viz.board_row([game, game.board, view], captions=["game", "board", None], title="three")
+    assert len(row.svgs) == 3 and row._repr_html_().count("<svg") == 3
+    assert row.html.count("<figcaption") == 2
+    with pytest.raises(ValueError, match="captions"):
+        viz.board_row([game], captions=["a", "b"])
+
+
+def test_heatmap_numbers_top_legal_moves_and_outlines_legal_cells(position):
+    board, pill = position
+    legal = dm.legal_mask(board, pill)
+    m = np.random.default_rng(0).random((4, 8, 16)) * legal
+    m[0, 0, 0] = 50.0 if not legal[0, 0, 0] else m[0, 0, 0]  # heavy mass on an illegal move
+    assert not legal[0, 0, 0]
+    view = viz.move_heatmap(board, pill, m, top=4, title="test")
+    assert len(view.svgs) == 4 and view.html.count("<svg") == 4
+    assert view.html.count('class="outline"') == legal.sum()
+    for r in range(4):
+        assert view.svgs[r].count('class="outline"') == legal[r].sum()
+    # The 4 numbered moves are the 4 best legal ones, each on its own plane and cell.
+    masked = np.where(legal, m, -1.0)
+    best = [np.unravel_index(i, m.shape) for i in np.argsort(-masked, axis=None)[:4]]
+    assert sorted(sum((labels(s) for s in view.svgs), [])) == ["1", "2", "3", "4"]
+    for k, (r, x, y) in enumerate(best, 1):
+        assert [mv for mv, _ in viz.top_moves(board, pill, m, n=4)][k - 1] == dm.Move(r, x, y)
+        assert str(k) in labels(view.svgs[r])
+    assert "illegal moves hold" in view.html
+    assert "r=1 R under L" in view.svgs[1] and "r=2 [R L]" in view.svgs[2]
+
+
+def test_heatmap_same_colour_and_few_moves(position):
+    board, _ = position
+    pill = dm.Pill(dm.Colour.RED, dm.Colour.RED)
+    legal = dm.legal_mask(board, pill)
+    assert np.array_equal(legal[:2], legal[2:])
+    m = np.zeros((4, 8, 16))
+    moves = dm.legal_moves(board, pill)[:2]  # only 2 moves have mass: only 2 numbers
+    for i, (r, x, y) in enumerate(moves):
+        m[r, x, y] = i + 1.0
+    m = symmetrize(m, True)
+    view = viz.move_heatmap(board, pill, m, top=3, chosen=moves[1])
+    assert sum(len(labels(s)) for s in view.svgs) == 2
+    assert not labels(view.svgs[2]) and not labels(view.svgs[3])  # a placement is numbered once
+    assert "(= r=0)" in view.svgs[2] and "planes r and r+2 are equal" in view.html
+    assert view.html.count('class="ghost"') == 2  # the chosen placement on both of its planes
+    assert view.html.count('class="outline"') == legal.sum()
+    top = viz.top_moves(board, pill, m, n=3)
+    assert [mv for mv, _ in top] == [moves[1], moves[0]] and top[0][1] == pytest.approx(2 / 3)
+
+
+def test_heatmap_rejects_bad_shapes(position):
+    board, pill = position
+    with pytest.raises(ValueError, match=r"float\[4, 8, 16\]"):
+        viz.move_heatmap(board, pill, np.zeros((4, 8)))
+    with pytest.raises(ValueError, match="logits"):
+        viz.move_heatmap(board, pill, -np.ones((4, 8, 16)))
+    assert "zero mass" in viz.move_heatmap(board, pill, np.zeros(512)).html
+
+
+def test_compare_heatmaps(position):
+    board, pill = position
+    legal = dm.legal_mask(board, pill).astype(float)
+    view = viz.compare_heatmaps(board, pill, {"network": legal, "search": legal * np.arange(16)})
+    assert len(view.svgs) == 8 and "network" in view.html and "overlap with network" in view.html
+
+
+# ------------------------------------------------------------------------------------------------
+# Replays
+
+
+def test_replay_frames(record):
+    n = len(record.moves)
+    frames = viz.replay_frames(record)
+    assert len(frames) == n + 1 and all(f.startswith("<svg") for f in frames)
+    assert data_board(frames[0]) == record.new_game().board.to_string()
+    assert data_board(frames[-1]) == record.replay().board.to_string()
+    assert sum('class="ghost"' in f for f in frames) == n  # the move about to be played, not at the end
+    sparse = viz.replay_frames(record, every=4)
+    assert len(sparse) == len(range(0, n + 1, 4)) + (n % 4 != 0)
+    assert sparse[-1] == frames[-1]
+
+
+def test_replay_strip(record):
+    strip = viz.replay_strip(record, steps=[0, 3, -1])
+    assert len(strip.svgs) == 3 and data_board(strip.svgs[2]) == record.replay().board.to_string()
+    assert len(viz.replay_strip(record).svgs) == 6
+    with pytest.raises(ValueError, match="outside"):
+        viz.replay_strip(record, steps=[len(record.moves) + 1])
+
+
+def test_replay_widget_steps_the_board(record):
+    n = len(record.moves)
+    games = [g for g, _, _ in record.steps()]
+    targets = [symmetrize(g.legal_mask().astype(float), g.pill.same_colour) for g in games]
+    panel = viz.replay_widget(record, targets=targets)
+    assert isinstance(panel, viz.Panel) and panel.slider.max == n
+    assert "_repr_mimebundle_" in dir(panel)
+    first = panel.picture.value
+    assert data_board(first) == games[0].board.to_string() and "search target" in first
+    panel.slider.value = 3
+    assert panel.picture.value != first and data_board(panel.picture.value) == games[3].board.to_string()
+    assert "pill" in panel.info.value and "cleared" in panel.info.value
+    panel.target.value = False
+    assert panel.picture.value.count("<svg") == 1
+    panel.play.value = n  # the play button drives the slider
+    assert panel.slider.value == n and data_board(panel.picture.value) == record.replay().board.to_string()
+    with pytest.raises(ValueError, match="one per move"):
+        viz.replay_widget(record, network_moves=targets[:-1])
+    assert not hasattr(viz.replay_widget(record), "target")
+
+
+def test_widgets_degrade_without_ipywidgets(record, tmp_path, monkeypatch):
+    write_metrics(tmp_path / "a")
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets now raises ImportError
+    with pytest.warns(UserWarning, match="ipywidgets"):
+        assert isinstance(viz.replay_widget(record), viz.HTMLView)
+    with pytest.warns(UserWarning, match="ipywidgets"):
+        assert isinstance(viz.curve_explorer(tmp_path / "a"), Figure)
+
+
+# ------------------------------------------------------------------------------------------------
+# Training curves, arena, calibration
+
+
+def write_metrics(run_dir, steps=12, seed=0, scale=1.0):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for step in range(0, steps * 10, 10):
+        for split in ("train", "test") if step % 30 == 0 else ("train",):
+            terms = dict(won=0.5, cleared=0.3, duration=0.2, moves=1.5, reg=0.01)
+            terms = {k: scale * v * np.exp(-step / 80) * (1 + 0.1 * rng.random()) for k, v in terms.items()}
+            rows.append(
+                dict(step=step, epoch=step // 40, samples=step * 64, time_s=step / 10, split=split, lr=1e-3)
+                | dict(samples_per_s=640.0, loss=sum(terms.values()), **terms)
+            )
+    pd.DataFrame(rows, columns=list(METRIC_COLUMNS)).to_csv(run_dir / "metrics.csv", index=False)
+    return run_dir
+
+
+def test_read_metrics_combines_runs(tmp_path):
+    a, b = write_metrics(tmp_path / "a", steps=12), write_metrics(tmp_path / "b", steps=6, seed=1)
+    df = viz.read_metrics([a, b / "metrics.csv"])
+    assert list(df.columns) == ["run", *METRIC_COLUMNS]
+    assert list(dict.fromkeys(df["run"])) == ["a", "b"]
+    assert (df["run"] == "a").sum() == 12 + 4 and (df["run"] == "b").sum() == 6 + 2
+    assert set(viz.read_metrics({"first": a})["run"]) == {"first"}
+    assert len(viz.read_metrics(str(a))) == 16
+    write_metrics(tmp_path / "x" / "a")
+    assert set(viz.read_metrics([a, tmp_path / "x" / "a"])["run"]) == {str(a), str(tmp_path / "x" / "a")}
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "metrics.csv").write_text("")  # a run that has not logged yet
+    assert (viz.read_metrics([a, tmp_path / "new"])["run"] == "a").all()
+    with pytest.raises(FileNotFoundError):
+        viz.read_metrics([tmp_path / "missing"])
+
+
+def test_plot_curves(tmp_path):
+    df = viz.read_metrics([write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", scale=2.0)])
+    fig = viz.plot_curves(df)
+    assert isinstance(fig, Figure) and len([a for a in fig.axes if a.get_visible()]) == 1
+    assert fig.axes[0].get_yscale() == "log"
+    fig = viz.plot_curves(df, terms=("loss", "won", "moves", "reg"), smoothing=0.9, log_scale=False, x="samples")
+    visible = [a for a in fig.axes if a.get_visible()]
+    assert [a.get_title() for a in visible] == ["loss", "won", "moves", "reg"]
+    # per axis: 2 runs x (raw train + smoothed train + test)
+    assert len(visible[0].lines) == 6 and visible[0].get_yscale() == "linear"
+    assert png(fig)
+    outer = Figure()
+    ax = outer.subplots()
+    assert viz.plot_curves(df, terms="won", ax=ax) is outer
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        viz.plot_curves(df, terms=("nope",))
+    with pytest.raises(ValueError, match="smoothing"):
+        viz.plot_curves(df, smoothing=1.0)
+
+
+def test_curve_explorer_redraws(tmp_path):
+    runs = [write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", scale=2.0)]
+    panel = viz.curve_explorer(runs)
+    assert isinstance(panel, viz.Panel) and panel.runs.value == ("a", "b")
+    before = panel.image.value
+    assert before[:4] == b"\x89PNG"
+    panel.log.value = False
+    assert panel.image.value != before
+    panel.terms.value = ()
+    assert "select at least one" in panel.message.value
+    panel.terms.value = ("won", "cleared")
+    write_metrics(tmp_path / "a", steps=20)
+    panel.reload.click()
+    assert panel.message.value == "" and panel.runs.value == ("a", "b")
+
+
+def arena_frame() -> pd.DataFrame:
+    rows = []
+    for i, agent in enumerate(["random", "greedy"]):
+        for level in (0, 5, 10):
+            clear = max(0.0, 1 - level / (8 + 6 * i))
+            rows.append(
+                dict(agent=agent, level=level, games=40, clear_rate=clear, mean_viruses_cleared=3.0 * (level + 1))
+                | dict(pills_per_virus=2.5, topout_rate=1 - clear, stalemate_rate=0.0, ms_per_move=0.5 + 10 * i)
+            )
+    return pd.DataFrame(rows)
+
+
+def test_arena_plot_and_table():
+    df = arena_frame()
+    fig = viz.plot_arena(df)
+    assert isinstance(fig, Figure) and len(fig.axes[0].lines) == 2 and png(fig)
+    fig = viz.plot_arena(df, metric=["clear_rate", "ms_per_move"])
+    assert [a.get_title() for a in fig.axes if a.get_visible()] == ["clear rate", "ms per move"]
+    styler = viz.arena_table(df)
+    assert type(styler).__name__ == "Styler"
+    html = styler.to_html()
+    assert "font-weight: bold" in html and "100.0%" in html
+    with pytest.raises(ValueError, match="missing column"):
+        viz.plot_arena(df.drop(columns="clear_rate"))
+
+
+def test_plot_calibration():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(-1, 1, 500)
+    actual = np.where(rng.uniform(size=500) < (p + 1) / 2, 1.0, -1.0)
+    p[0] = np.nan  # dropped
+    fig = viz.plot_calibration(p, actual, "won", bins=8)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2 and "n=499" in fig.axes[0].get_title()
+    assert sum(int(b.get_height()) for b in fig.axes[1].patches) == 499
+    assert png(fig)
+    outer = Figure()
+    assert viz.plot_calibration(p, actual, "won", strategy="quantile", ax=outer.subplots()) is outer
+    assert png(viz.plot_calibration(np.ones(10), np.ones(10), "cleared"))
+    assert png(viz.plot_calibration([], [], "duration"))
+    with pytest.raises(ValueError, match="differ in length"):
+        viz.plot_calibration([1, 2], [1], "won")
+
+
+def test_import_stays_light():
+    code = (
+        "import sys, drmario, drmario.viz; print(sorted(m for m in ('matplotlib', 'ipywidgets') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    assert out.stdout.strip() == "[]"

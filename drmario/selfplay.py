@@ -98,6 +98,10 @@ def done_games(run_dir: str | Path) -> set[int]:
 
 def _make_agent(cfg: SelfPlayConfig) -> SearchAgent:
     evaluator = None
+    if cfg.workers > 1:
+        import torch
+
+        torch.set_num_threads(1)  # one core per worker: oversubscribed OpenMP threads crawl
     if cfg.network:
         from .net import load_player
 
@@ -105,8 +109,11 @@ def _make_agent(cfg: SelfPlayConfig) -> SearchAgent:
     return SearchAgent(cfg.search, evaluator, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves)
 
 
-def _play_shard(cfg_dict: dict, specs: list[GameSpec], run_dir: str, agent: SearchAgent | None = None) -> dict:
-    """Play one shard's games in lockstep and write it. Returns a small summary."""
+def play_shard(
+    cfg_dict: dict, specs: list[GameSpec], run_dir: str, agent: SearchAgent | None = None, meta: dict | None = None
+) -> dict:
+    """Play one shard's games in lockstep and write it (meta: extra sidecar fields). Returns a
+    small summary."""
     cfg = SelfPlayConfig.from_dict(cfg_dict)
     agent = agent or _make_agent(cfg)
     start = time.perf_counter()
@@ -130,6 +137,8 @@ def _play_shard(cfg_dict: dict, specs: list[GameSpec], run_dir: str, agent: Sear
     ordered = [finished[s.index] for s in specs]
     shard = _shard_path(Path(run_dir), specs[0].index)
     records = _records_path(shard)
+    for folder in (shard.parent, records.parent):
+        folder.mkdir(parents=True, exist_ok=True)
     tmp = records.with_suffix(".tmp")
     tmp.write_text("".join(r.to_json() + "\n" for r, _ in ordered))
     os.replace(tmp, records)  # records first: a shard's sidecar marks its games done
@@ -138,7 +147,7 @@ def _play_shard(cfg_dict: dict, specs: list[GameSpec], run_dir: str, agent: Sear
         {"seed": r.seed, "level": r.level, "index": r.meta["index"], "outcome": r.outcome, "count": len(e)}
         for r, e in ordered
     ]
-    meta = {"selfplay": cfg.to_dict(), "seconds": round(time.perf_counter() - start, 3)}
+    meta = {"selfplay": cfg.to_dict(), "seconds": round(time.perf_counter() - start, 3), **(meta or {})}
     write_examples(shard, (ex for _, e in ordered for ex in e), meta, games=games)
     return {"games": len(specs), "positions": sum(len(e) for _, e in ordered)}
 
@@ -148,8 +157,7 @@ def generate(cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True)
     from tqdm.auto import tqdm
 
     run_dir = Path(run_dir)
-    for sub in (SHARDS, RECORDS):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
     settings = run_dir / "selfplay.json"
     if settings.exists():
         previous = json.loads(settings.read_text())
@@ -167,10 +175,10 @@ def generate(cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True)
     if cfg.workers == 1:
         agent = _make_agent(cfg)
         for specs in shards:
-            bar.update(_play_shard(cfg_dict, specs, str(run_dir), agent)["games"])
+            bar.update(play_shard(cfg_dict, specs, str(run_dir), agent)["games"])
     else:
         with ProcessPoolExecutor(cfg.workers, mp_context=_spawn()) as pool:
-            futures = [pool.submit(_play_shard, cfg_dict, specs, str(run_dir)) for specs in shards]
+            futures = [pool.submit(play_shard, cfg_dict, specs, str(run_dir)) for specs in shards]
             for future in as_completed(futures):
                 bar.update(future.result()["games"])
     bar.close()

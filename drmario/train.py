@@ -160,8 +160,23 @@ class TrainResult:
     stopped: str | None = None  # why training stopped early, or None
 
 
+def init_distributed() -> tuple[int, int]:
+    """(rank, world size). Under torchrun (WORLD_SIZE > 1) this joins the process group: NCCL on
+    GPUs (one per process, by LOCAL_RANK), gloo on CPUs."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+
 def resolve_device(name: str) -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
+    if name == "auto":
+        name = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
 
 
 def make_optimizer(net: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -311,78 +326,113 @@ def _nonfinite_message(rows: torch.Tensor, steps: list[int]) -> str | None:
     return f"step {steps[i]}: non-finite loss ({values})"
 
 
-def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = None) -> TrainResult:
-    """Train (or continue training) the network of cfg.net in run_dir; see the module docstring."""
-    run_dir = Path(run_dir)
-    ckpt_dir = run_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    metrics_path, latest = run_dir / "metrics.csv", ckpt_dir / "latest.pt"
-    device = resolve_device(cfg.device)
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels
+class Trainer:
+    """A network in training: model, optimiser, schedule and position, living in run_dir.
 
-    if examples is None:
-        if not cfg.data:
-            raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
-        from .dataset import load_examples  # imported here: written alongside this module
+    Made from run_dir/checkpoints/latest.pt when there is one (the run continues), else fresh.
+    `set_data` gives it examples (again whenever they change: the concurrent loop trains on a
+    sliding window), `run(until)` trains up to step `until`, logging and checkpointing as cfg says.
+    """
 
-        examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
-    train_set, test_set = examples.split_by_game(cfg.test_fraction, cfg.seed)
-    B = cfg.batch_size
-    per_epoch = len(train_set) // B
-    if per_epoch == 0:
-        raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
-    train_dev = train_set.to_device(device)
-    test_dev = test_set.to_device(device) if len(test_set) else None
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path) -> None:
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.rank, self.world = init_distributed()
+        if cfg.batch_size % self.world:
+            raise ValueError(f"batch_size {cfg.batch_size} must divide evenly over {self.world} processes")
+        self.ckpt_dir = self.run_dir / "checkpoints"
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path, latest = self.run_dir / "metrics.csv", self.ckpt_dir / "latest.pt"
+        self.device = device = resolve_device(cfg.device)
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels
+        torch.manual_seed(cfg.seed)
+        self.model = model = DrMarioNet(cfg.net).to(device)
+        if self.cuda and cfg.channels_last:
+            self.model = model = model.to(memory_format=torch.channels_last)
+        self.opt = make_optimizer(model, cfg)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg))
+        self.step, self.epoch, self.index, elapsed, self.skipped = 0, 0, 0, 0.0, 0
+        self.checkpoint_path: Path | None = None
+        if latest.exists():
+            ck = read_checkpoint(latest)
+            _check_resume(ck.get("config", {}), cfg, latest)
+            load_state(model, ck["model"], latest, checkpoint_config(ck, latest))
+            self.opt.load_state_dict(ck["optimizer"])
+            self.sched.load_state_dict(ck["scheduler"])
+            self.step, elapsed, self.skipped = ck["step"], ck["time_s"], ck["skipped"]
+            self.epoch, self.index = ck["position"]["epoch"], ck["position"]["index"]
+            torch.set_rng_state(ck["rng"]["torch"])
+            if self.cuda and ck["rng"]["cuda"]:
+                torch.cuda.set_rng_state_all(ck["rng"]["cuda"])
+            self.checkpoint_path = latest
+        self.checkpoint_step = self.step
+        if self.rank == 0:
+            _truncate_metrics(self.metrics_path, self.step)  # rows logged after the checkpoint are redone
+            (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        net = model
+        if self.world > 1:
+            # Every process takes its share of each batch; gradients are averaged across them.
+            # Batch norms use each process's share for their statistics (no SyncBatchNorm).
+            from torch.nn.parallel import DistributedDataParallel
 
-    torch.manual_seed(cfg.seed)
-    model = DrMarioNet(cfg.net).to(device)
-    if cuda and cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    opt = make_optimizer(model, cfg)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg))
-    step, epoch, index, elapsed, skipped = 0, 0, 0, 0.0, 0
-    if latest.exists():
-        ck = read_checkpoint(latest)
-        _check_resume(ck.get("config", {}), cfg, latest)
-        load_state(model, ck["model"], latest, checkpoint_config(ck, latest))
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        step, elapsed, skipped = ck["step"], ck["time_s"], ck["skipped"]
-        epoch, index = ck["position"]["epoch"], ck["position"]["index"]
-        torch.set_rng_state(ck["rng"]["torch"])
-        if cuda and ck["rng"]["cuda"]:
-            torch.cuda.set_rng_state_all(ck["rng"]["cuda"])
-    _truncate_metrics(metrics_path, step)  # rows logged after the checkpoint (or without one) are redone
-    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-    net = torch.compile(model) if cfg.compile else model
-    model.train()
+            net = DistributedDataParallel(model, device_ids=[device.index] if self.cuda else None)
+        self.net = torch.compile(net) if cfg.compile else net
+        model.train()
+        self.t0 = time.perf_counter() - elapsed
+        self.last_train, self.last_test = _last_rows(self.metrics_path)  # a finished run returns its results
+        self.train_dev: DeviceExamples | None = None
+        self.test_dev: DeviceExamples | None = None
+        self.n_train = self.n_test = 0
 
-    def checkpoint() -> Path:
+    def set_data(self, train_set: ExampleSet, test_set: ExampleSet | None = None, *, restart: bool = False) -> None:
+        """Train on train_set from now on (test rows from test_set). restart: the data changed, so
+        the position moves to the start of the next epoch (whose permutation is of the new data)."""
+        B = self.cfg.batch_size
+        self.per_epoch = len(train_set) // B
+        if self.per_epoch == 0:
+            raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
+        if restart and self.index > 0:
+            self.epoch, self.index = self.epoch + 1, 0
+        self.train_dev = train_set.to_device(self.device)
+        self.test_dev = test_set.to_device(self.device) if test_set is not None and len(test_set) else None
+        self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
+        self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
+
+    def checkpoint(self) -> Path | None:
+        """Write step-N.pt and latest.pt (process 0 only, under torchrun)."""
+        if self.rank != 0:
+            return None
+        cfg, cuda = self.cfg, self.cuda
         state = {
             "net_config": cfg.net.to_dict(),
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(),
             "config": cfg.to_dict(),
-            "step": step,
-            "position": {"epoch": epoch, "index": index},
+            "step": self.step,
+            "position": {"epoch": self.epoch, "index": self.index},
             "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if cuda else []},
-            "time_s": time.perf_counter() - t0,
-            "skipped": skipped,
+            "time_s": time.perf_counter() - self.t0,
+            "skipped": self.skipped,
         }
-        return _write_checkpoint(ckpt_dir, state, cfg.keep_checkpoints)
+        self.checkpoint_path, self.checkpoint_step = (
+            _write_checkpoint(self.ckpt_dir, state, cfg.keep_checkpoints),
+            self.step,
+        )
+        return self.checkpoint_path
 
-    def row(split: str, terms: list[float], lr: float, rate: float) -> dict[str, float]:
+    def _row(self, split: str, terms: list[float], lr: float, rate: float) -> dict[str, float]:
         losses = {k: float(_fmt(v)) for k, v in zip(("loss", *TERMS[1:]), terms)}  # as written
+        if self.rank != 0:
+            return losses
         _append_row(
-            metrics_path,
+            self.metrics_path,
             {
-                "step": step,
-                "epoch": round(step / per_epoch, 4),
-                "samples": step * B,
-                "time_s": round(time.perf_counter() - t0, 3),
+                "step": self.step,
+                "epoch": round(self.step / self.per_epoch, 4),
+                "samples": self.step * self.cfg.batch_size,
+                "time_s": round(time.perf_counter() - self.t0, 3),
                 "split": split,
                 "lr": lr,
                 "samples_per_s": round(rate, 1),
@@ -391,80 +441,113 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
         )
         return losses
 
-    perm = _permutation(len(train_set), cfg.seed, epoch, device)
-    window = torch.zeros(cfg.log_every, len(TERMS), device=device)  # this log window's per-step terms
-    window_steps: list[int] = []
-    t0 = time.perf_counter() - elapsed
-    window_t, paused = time.perf_counter(), 0.0
-    last_train, last_test = _last_rows(metrics_path)  # a finished run, run again, returns its results
-    stopped, path, path_step = None, latest if latest.exists() else None, step
-    bar = tqdm(total=cfg.steps, initial=step, desc="train", disable=not cfg.progress, dynamic_ncols=True)
-    while step < cfg.steps:
-        if index == per_epoch:
-            epoch, index = epoch + 1, 0
-            perm = _permutation(len(train_set), cfg.seed, epoch, device)
-        batch = train_dev.batch(perm[index * B : (index + 1) * B])
-        index += 1
-        lr = opt.param_groups[0]["lr"]
-        opt.zero_grad(set_to_none=True)
-        terms = forward_backward(net, batch, cfg, model, device)
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip) if cfg.grad_clip else None
-        apply = True
-        if cfg.on_nonfinite == "skip":  # needs the loss on the host now: one sync per step
-            ok = torch.isfinite(terms).all() & (torch.isfinite(norm) if norm is not None else True)
-            apply = bool(ok)
-        if apply:
-            opt.step()
-            window[len(window_steps)] = terms
-            window_steps.append(step + 1)
-        else:
-            skipped += 1
-            msg = _nonfinite_message(terms[None], [step + 1]) or f"step {step + 1}: non-finite gradient norm"
-            tqdm.write(f"{msg}: step skipped ({skipped} so far)")
-        with warnings.catch_warnings():  # a skipped first step: the schedule still counts it
-            warnings.filterwarnings("ignore", re.escape("Detected call of `lr_scheduler.step()`"), UserWarning)
-            sched.step()
-        step += 1
-        bar.update(1)
+    def run(self, until: int | None = None) -> TrainResult:
+        """Train up to step `until` (default cfg.steps). Logs every cfg.log_every steps and at the
+        end, evaluates every eval_every, checkpoints every checkpoint_every and at the end."""
+        if self.train_dev is None:
+            raise ValueError("Trainer.run needs data: call set_data first")
+        cfg, device, model, opt, sched = self.cfg, self.device, self.model, self.opt, self.sched
+        until = cfg.steps if until is None else until
+        B = cfg.batch_size
+        window = torch.zeros(cfg.log_every, len(TERMS), device=device)  # this log window's per-step terms
+        window_steps: list[int] = []
+        window_t, paused = time.perf_counter(), 0.0
+        stopped = None
+        bar = tqdm(total=until, initial=self.step, desc="train", disable=not cfg.progress, dynamic_ncols=True)
+        while self.step < until:
+            if self.index >= self.per_epoch:
+                self.epoch, self.index = self.epoch + 1, 0
+                self.perm = _permutation(self.n_train, cfg.seed, self.epoch, device)
+            batch = self.train_dev.batch(self.perm[self.index * B : (self.index + 1) * B][self.rank :: self.world])
+            self.index += 1
+            lr = opt.param_groups[0]["lr"]
+            opt.zero_grad(set_to_none=True)
+            terms = forward_backward(self.net, batch, cfg, model, device)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip) if cfg.grad_clip else None
+            apply = True
+            if cfg.on_nonfinite == "skip":  # needs the loss on the host now: one sync per step
+                ok = torch.isfinite(terms).all() & (torch.isfinite(norm) if norm is not None else True)
+                apply = bool(ok)
+            if apply:
+                opt.step()
+                window[len(window_steps)] = terms
+                window_steps.append(self.step + 1)
+            else:
+                self.skipped += 1
+                msg = (
+                    _nonfinite_message(terms[None], [self.step + 1])
+                    or f"step {self.step + 1}: non-finite gradient norm"
+                )
+                tqdm.write(f"{msg}: step skipped ({self.skipped} so far)")
+            with warnings.catch_warnings():  # a skipped first step: the schedule still counts it
+                warnings.filterwarnings("ignore", re.escape("Detected call of `lr_scheduler.step()`"), UserWarning)
+                sched.step()
+            self.step += 1
+            bar.update(1)
 
-        if skipped > cfg.max_skips:
-            stopped = f"{skipped} steps skipped for a non-finite loss (max_skips={cfg.max_skips})"
-        log = step % cfg.log_every == 0 or step == cfg.steps
-        due_eval = test_dev is not None and (step % cfg.eval_every == 0 or step == cfg.steps)
-        due_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
-        if stopped is None and (log or due_eval or due_ckpt):  # sync points: check for non-finite terms
-            rows = window[: len(window_steps)]
-            stopped = _nonfinite_message(rows, window_steps)
-            if stopped is None and log and window_steps:
-                now = time.perf_counter()
-                rate = len(window_steps) * B / max(now - window_t - paused, 1e-9)
-                last_train = row("train", rows.mean(dim=0).tolist(), lr, rate)
-                bar.set_postfix(loss=f"{last_train['loss']:.4g}", lr=f"{lr:.3g}", samples_s=f"{rate:.0f}")
-                window_steps, window_t, paused = [], now, 0.0
+            step = self.step
+            if self.skipped > cfg.max_skips:
+                stopped = f"{self.skipped} steps skipped for a non-finite loss (max_skips={cfg.max_skips})"
+            log = step % cfg.log_every == 0 or step == until
+            due_eval = self.test_dev is not None and (step % cfg.eval_every == 0 or step == until)
+            due_ckpt = step % cfg.checkpoint_every == 0 or step == until
+            if stopped is None and (log or due_eval or due_ckpt):  # sync points: check for non-finite terms
+                rows = window[: len(window_steps)]
+                if self.world > 1:  # every process logs and stops alike: average the terms
+                    rows = rows.clone()
+                    torch.distributed.all_reduce(rows)
+                    rows /= self.world
+                stopped = _nonfinite_message(rows, window_steps)
+                if stopped is None and log and window_steps:
+                    now = time.perf_counter()
+                    rate = len(window_steps) * B / max(now - window_t - paused, 1e-9)
+                    self.last_train = self._row("train", rows.mean(dim=0).tolist(), lr, rate)
+                    bar.set_postfix(loss=f"{self.last_train['loss']:.4g}", lr=f"{lr:.3g}", samples_s=f"{rate:.0f}")
+                    window_steps, window_t, paused = [], now, 0.0
+            if stopped is not None:
+                break
+            if due_eval or due_ckpt:
+                t = time.perf_counter()
+                if due_eval and self.rank == 0:
+                    terms = evaluate(model, self.test_dev, cfg, device).tolist()
+                    rate = len(self.test_dev) / max(time.perf_counter() - t, 1e-9)
+                    self.last_test = self._row("test", terms, lr, rate)
+                if due_ckpt:
+                    self.checkpoint()
+                paused += time.perf_counter() - t
+        bar.close()
         if stopped is not None:
-            break
-        if due_eval or due_ckpt:
-            t = time.perf_counter()
-            if due_eval:
-                terms = evaluate(model, test_dev, cfg, device).tolist()
-                last_test = row("test", terms, lr, len(test_dev) / max(time.perf_counter() - t, 1e-9))
-            if due_ckpt:
-                path, path_step = checkpoint(), step
-            paused += time.perf_counter() - t
-    bar.close()
-    if stopped is not None:
-        where = f"the last checkpoint (step {path_step}) is {path}" if path else "no checkpoint was written"
-        stopped = f"{stopped}; training stopped at step {step}; {where}"
-        tqdm.write(stopped)
-    return TrainResult(
-        step=step,
-        train=last_train,
-        test=last_test,
-        run_dir=run_dir,
-        metrics=metrics_path,
-        checkpoint=path,
-        n_train=len(train_set),
-        n_test=len(test_set),
-        skipped=skipped,
-        stopped=stopped,
-    )
+            path = self.checkpoint_path
+            where = (
+                f"the last checkpoint (step {self.checkpoint_step}) is {path}" if path else "no checkpoint was written"
+            )
+            stopped = f"{stopped}; training stopped at step {self.step}; {where}"
+            tqdm.write(stopped)
+        return self.result(stopped)
+
+    def result(self, stopped: str | None = None) -> TrainResult:
+        return TrainResult(
+            step=self.step,
+            train=self.last_train,
+            test=self.last_test,
+            run_dir=self.run_dir,
+            metrics=self.metrics_path,
+            checkpoint=self.checkpoint_path,
+            n_train=self.n_train,
+            n_test=self.n_test,
+            skipped=self.skipped,
+            stopped=stopped,
+        )
+
+
+def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = None) -> TrainResult:
+    """Train (or continue training) the network of cfg.net in run_dir; see the module docstring."""
+    if examples is None:
+        if not cfg.data:
+            raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
+        from .dataset import load_examples
+
+        examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
+    trainer = Trainer(cfg, run_dir)
+    trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
+    return trainer.run(cfg.steps)

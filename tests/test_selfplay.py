@@ -40,7 +40,7 @@ def test_interrupted_run_resumes_without_losing_or_duplicating(tmp_path, monkeyp
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     sp.generate(sp.SelfPlayConfig(**SETTINGS), whole, progress=False)
 
-    real, calls = sp._play_shard, []
+    real, calls = sp.play_shard, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -48,11 +48,11 @@ def test_interrupted_run_resumes_without_losing_or_duplicating(tmp_path, monkeyp
             raise KeyboardInterrupt  # stopped while the second shard was being played
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sp, "_play_shard", interrupted)
+    monkeypatch.setattr(sp, "play_shard", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sp.generate(sp.SelfPlayConfig(**SETTINGS), broken, progress=False)
     assert sp.done_games(broken) == {0, 1}
-    monkeypatch.setattr(sp, "_play_shard", real)
+    monkeypatch.setattr(sp, "play_shard", real)
     sp.generate(sp.SelfPlayConfig(**SETTINGS), broken, progress=False)
     assert sp.done_games(broken) == set(range(6))
     assert shard_texts(broken) == shard_texts(whole)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import warnings
 
@@ -215,3 +216,43 @@ def test_config_round_trip_and_errors(tmp_path):
         TrainConfig(optimizer="adam")
     with pytest.raises(ValueError, match="no example files"):
         train(TrainConfig(progress=False), tmp_path)
+
+
+DDP_SCRIPT = """
+import hashlib, sys
+import torch
+from test_net import real_examples
+from drmario.net import NetConfig
+from drmario.train import TrainConfig, Trainer
+
+run_dir = sys.argv[1]
+cfg = TrainConfig(net=NetConfig(filters=8, blocks=1), batch_size=16, steps=12, log_every=4, eval_every=6,
+                  checkpoint_every=6, device="cpu", progress=False, lr=0.01)
+trainer = Trainer(cfg, run_dir)
+trainer.set_data(*real_examples(8, seed=3).split_by_game(cfg.test_fraction, cfg.seed))
+trainer.run()
+flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()]).numpy().tobytes()
+open(f"{run_dir}/params-{trainer.rank}-of-{trainer.world}.txt", "w").write(hashlib.sha256(flat).hexdigest())
+"""
+
+
+def test_ddp_with_torchrun_on_cpu(tmp_path):
+    """Two processes under torchrun (gloo): parameters stay identical, one metrics file, one checkpoint."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    run_dir = tmp_path / "run"
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": f"{tests}{os.pathsep}{tests.parent}", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29533", str(script)]
+    done = subprocess.run([*cmd, str(run_dir)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    hashes = {p.name: p.read_text() for p in run_dir.glob("params-*.txt")}
+    assert set(hashes) == {"params-0-of-2.txt", "params-1-of-2.txt"}
+    assert len(set(hashes.values())) == 1, "DDP keeps the processes' parameters equal"
+    rows = (run_dir / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("step,") and len([r for r in rows if ",train," in r]) == 3  # steps 4, 8, 12
+    assert (run_dir / "checkpoints" / "step-000012.pt").exists()

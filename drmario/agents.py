@@ -131,16 +131,19 @@ class SearchAgent:
     def choose(
         self, positions: Sequence[Position], seeds: Sequence[int], pills_used: Sequence[int] | None = None
     ) -> list[Decision]:
-        out = []
-        for i, (result, seed) in enumerate(zip(self.search(positions, seeds), seeds)):
-            move = result.best
-            early = pills_used is not None and pills_used[i] < self.temperature_moves
-            if self.temperature > 0 and early:
-                weights = np.array([result.target[m] for m in result.moves], np.float64) ** (1 / self.temperature)
-                rng = np.random.default_rng([seed, 2])
-                move = result.moves[rng.choice(len(weights), p=weights / weights.sum())]
-            out.append(Decision(move, result.target, result.root_value))
-        return out
+        used = pills_used if pills_used is not None else [1 << 30] * len(positions)
+        results = self.search(positions, seeds)
+        return [self.decide(r, seed, n) for r, seed, n in zip(results, seeds, used)]
+
+    def decide(self, result: SearchResult, seed: int, pills_used: int) -> Decision:
+        """The move of a finished search: sampled from the target sharpened by 1 / temperature
+        early in a game, else the search's best."""
+        move = result.best
+        if self.temperature > 0 and pills_used < self.temperature_moves:
+            weights = np.array([result.target[m] for m in result.moves], np.float64) ** (1 / self.temperature)
+            rng = np.random.default_rng([seed, 2])
+            move = result.moves[rng.choice(len(weights), p=weights / weights.sum())]
+        return Decision(move, result.target, result.root_value)
 
 
 class PolicyAgent:
@@ -173,6 +176,70 @@ class GameSpec(NamedTuple):
     level: int
 
 
+class GameSlots:
+    """Up to `width` games in play, refilled from a shared queue of specs (popped from its end)."""
+
+    def __init__(
+        self,
+        queue: list[GameSpec],
+        width: int,
+        records: dict[int, GameRecord],
+        *,
+        name: str,
+        base_seed: int = 0,
+        pill_mode: str = "nes",
+        stall_limit: int | None = DEFAULT_STALL_LIMIT,
+        max_pills: int = 1000,
+        on_finish: Callable[[GameRecord, list[Decision]], None] | None = None,
+    ) -> None:
+        self.queue, self.records, self.name = queue, records, name
+        self.base_seed, self.pill_mode, self.stall_limit, self.max_pills = base_seed, pill_mode, stall_limit, max_pills
+        self.on_finish = on_finish
+        self.slots: list[tuple[GameSpec, Game, list[Decision], list[float]] | None] = [None] * max(1, width)
+        self.refill()
+
+    def refill(self) -> None:
+        for k in range(len(self.slots)):
+            if self.slots[k] is None and self.queue:
+                spec = self.queue.pop()
+                game = Game(spec.seed, spec.level, pill_mode=self.pill_mode, stall_limit=self.stall_limit)
+                self.slots[k] = (spec, game, [], [0.0])
+
+    @property
+    def running(self) -> list[int]:
+        return [k for k, s in enumerate(self.slots) if s is not None]
+
+    def positions(self) -> list[Position]:
+        return [Position.of(self.slots[k][1]) for k in self.running]
+
+    def seeds(self) -> list[int]:
+        return [
+            decision_seed(self.base_seed, self.slots[k][0].index, self.slots[k][1].pills_used) for k in self.running
+        ]
+
+    def pills_used(self) -> list[int]:
+        return [self.slots[k][1].pills_used for k in self.running]
+
+    def apply(self, decisions: Sequence[Decision], seconds: float) -> None:
+        """Play one decision in each running game (in `running` order), then refill."""
+        running = self.running
+        for k, decision in zip(running, decisions):
+            spec, game, made, clock = self.slots[k]
+            game.play(decision.move)
+            made.append(decision)
+            clock[0] += seconds / len(running)
+            if game.over or game.pills_used >= self.max_pills:
+                meta = {"agent": self.name, "index": spec.index, "seconds": round(clock[0], 6)}
+                if not game.over:
+                    meta["unfinished"] = f"stopped at max_pills={self.max_pills}"
+                record = game.record(**meta)
+                self.records[spec.index] = record
+                if self.on_finish is not None:
+                    self.on_finish(record, made)
+                self.slots[k] = None
+        self.refill()
+
+
 def play_lockstep(
     agent: Agent,
     specs: Sequence[GameSpec],
@@ -190,41 +257,24 @@ def play_lockstep(
     Returns the records in the order of `specs` (meta: agent name, seconds spent choosing, and
     `unfinished` if max_pills ran out). on_finish(record, decisions) is called as games end.
     """
-    queue = list(reversed(specs))
-    slots: list[tuple[GameSpec, Game, list[Decision], list[float]] | None] = [None] * max(1, lockstep)
     records: dict[int, GameRecord] = {}
-
-    def refill() -> None:
-        for k in range(len(slots)):
-            if slots[k] is None and queue:
-                spec = queue.pop()
-                game = Game(spec.seed, spec.level, pill_mode=pill_mode, stall_limit=stall_limit)
-                slots[k] = (spec, game, [], [0.0])
-
-    refill()
-    while any(s is not None for s in slots):
-        running = [k for k, s in enumerate(slots) if s is not None]
-        positions = [Position.of(slots[k][1]) for k in running]
-        seeds = [decision_seed(base_seed, slots[k][0].index, slots[k][1].pills_used) for k in running]
+    slots = GameSlots(
+        list(reversed(specs)),
+        lockstep,
+        records,
+        name=agent.name,
+        base_seed=base_seed,
+        pill_mode=pill_mode,
+        stall_limit=stall_limit,
+        max_pills=max_pills,
+        on_finish=on_finish,
+    )
+    while slots.running:
+        positions, seeds = slots.positions(), slots.seeds()
         start = time.perf_counter()
         if isinstance(agent, SearchAgent):
-            decisions = agent.choose(positions, seeds, [slots[k][1].pills_used for k in running])
+            decisions = agent.choose(positions, seeds, slots.pills_used())
         else:
             decisions = agent.choose(positions, seeds)
-        share = (time.perf_counter() - start) / len(running)
-        for k, decision in zip(running, decisions):
-            spec, game, made, clock = slots[k]
-            game.play(decision.move)
-            made.append(decision)
-            clock[0] += share
-            if game.over or game.pills_used >= max_pills:
-                meta = {"agent": agent.name, "index": spec.index, "seconds": round(clock[0], 6)}
-                if not game.over:
-                    meta["unfinished"] = f"stopped at max_pills={max_pills}"
-                record = game.record(**meta)
-                records[spec.index] = record
-                if on_finish is not None:
-                    on_finish(record, made)
-                slots[k] = None
-        refill()
+        slots.apply(decisions, time.perf_counter() - start)
     return [records[s.index] for s in specs]

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .agents import Agent, GameSpec, play_lockstep
+from .files import write_atomic
 from .game import DEFAULT_STALL_LIMIT, Game, GameRecord
 from .level import MAX_SEED, MIN_SEED
 
@@ -37,7 +38,8 @@ def evaluation_games(levels: Sequence[int], games_per_level: int, seed: int = 20
 
 
 def save_games(specs: Sequence[GameSpec], path: str | Path) -> None:
-    Path(path).write_text(json.dumps([list(s) for s in specs]) + "\n")
+    """Write the games as a JSON list of [index, seed, level] rows (atomically)."""
+    write_atomic(path, json.dumps([list(s) for s in specs]) + "\n")
 
 
 def load_games(path: str | Path) -> list[GameSpec]:

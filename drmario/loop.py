@@ -14,7 +14,6 @@ and ``run_dir/ingested.txt`` every shard it read, in order.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import time
@@ -27,6 +26,7 @@ import torch
 from .agents import SearchAgent
 from .dataset import ExampleSet, load_examples
 from .examples import read_sidecar
+from .files import append_csv, write_atomic
 from .search import SearchConfig
 from .selfplay import SHARDS, SelfPlayConfig, done_games, play_shard
 from .train import TrainConfig, Trainer
@@ -197,17 +197,8 @@ class Learner:
             "loss": trainer.last_train.get("loss", float("nan")),
         }
         if trained:
-            _append_csv(self.run_dir / "loop.csv", state)
+            append_csv(self.run_dir / "loop.csv", state)
         return state
-
-
-def _append_csv(path: Path, row: dict) -> None:
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
 
 
 def run_loop(cfg: LoopConfig, run_dir: str | Path, *, executor: str = "process", progress: bool = True) -> dict:
@@ -221,7 +212,7 @@ def run_loop(cfg: LoopConfig, run_dir: str | Path, *, executor: str = "process",
     cfg_dict = json.loads(json.dumps(cfg.to_dict()))
     if settings.exists() and json.loads(settings.read_text()) != cfg_dict:
         raise ValueError(f"{settings} holds other settings; use a new run directory or the same settings")
-    settings.write_text(json.dumps(cfg_dict, indent=1) + "\n")
+    write_atomic(settings, json.dumps(cfg_dict, indent=1) + "\n")
     sp = cfg.selfplay
     n_shards = -(-sp.games // sp.games_per_shard)
     done = done_games(run_dir)

@@ -221,6 +221,18 @@ class Searcher:
 
     def search(self, positions: list[Position], seeds: list[int]) -> list[SearchResult]:
         """Search each position (at most `games`); seeds make each search reproducible on its own."""
+        self.start(positions, seeds)
+        while not self.done:
+            batch = self.leaves()
+            if batch is not None:
+                self.finish(self.evaluator.evaluate(*batch))
+        return self.results()
+
+    # The same search in steps, for callers that overlap the evaluation of one group of games with
+    # the tree work of another: start, then until done: leaves -> evaluate -> finish; then results.
+
+    def start(self, positions: list[Position], seeds: list[int]) -> None:
+        """Set up the roots. Round 0 runs its whole search here (it needs no evaluator)."""
         cfg, g = self.config, len(positions)
         if g > len(self.forest.root):
             self.forest = mcts.new_forest(g, *mcts.pool_sizes(self.forest))
@@ -236,12 +248,60 @@ class Searcher:
         seed_array[:g] = np.asarray(seeds, np.uint64)
         self._reserve(games, 0, 0)
         mcts.set_roots(self.forest, active, cells, pills, stalls, seed_array)
-        stall_limit = cfg.stall_limit or 0
+        self._active, self._seeds, self._n = active, seed_array, g
+        self._stall_limit = cfg.stall_limit or 0
+        self._mode = {"round0": mcts.UCT, "puct": mcts.PUCT, "gumbel": mcts.GUMBEL}[cfg.mode]
+        self._steps_done = -1  # the first step evaluates the roots
         if cfg.mode == "round0":
-            self._round0(active, stall_limit)
-        else:
-            self._network_search(active, stall_limit, seed_array)
-        return [self._result(i) for i in range(g)]
+            self._round0(active, self._stall_limit)
+            self._steps_done = cfg.simulations
+
+    @property
+    def done(self) -> bool:
+        return self._steps_done >= self.config.simulations
+
+    def leaves(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """One simulation step's selection: the leaf positions to evaluate, (cells uint8[P, 8, 16],
+        pills uint8[P, 2]), or None when every game's simulation ended in a finished game."""
+        cfg, games = self.config, len(self._active)
+        self._reserve(games, games * K.MAX_MOVES, games)
+        f = self.forest
+        pending = mcts.select(
+            f,
+            self._active,
+            self._mode,
+            cfg.c_puct,
+            cfg.fpu_reduction,
+            cfg.gumbel_c_visit,
+            cfg.gumbel_c_scale,
+            self._stall_limit,
+            self._probs,
+        )
+        if pending == 0:
+            self._advance()
+            return None
+        leaves = f.leaf[f.leaf >= 0]
+        return f.d_cells[leaves], f.d_pill[leaves]
+
+    def finish(self, pred: Prediction) -> None:
+        """Expand the leaves of the last `leaves` call with the evaluator's outputs, back up."""
+        self.evaluations += len(pred.won)
+        mcts.expand_and_backup(
+            self.forest,
+            np.asarray(pred.won, np.float32),
+            np.asarray(pred.cleared, np.float32),
+            np.asarray(pred.duration, np.float32),
+            np.ascontiguousarray(pred.moves, np.float32),
+        )
+        self._advance()
+
+    def results(self) -> list[SearchResult]:
+        return [self._result(i) for i in range(self._n)]
+
+    def _advance(self) -> None:
+        if self._steps_done == -1:
+            self._prepare_roots()
+        self._steps_done += 1
 
     def _round0(self, active: np.ndarray, stall_limit: int) -> None:
         cfg, games = self.config, len(active)
@@ -254,39 +314,9 @@ class Searcher:
             self._reserve(games * n, games * n * K.MAX_MOVES, games * n)
             mcts.round0_simulate(self.forest, active, n, cfg.c_uct, stall_limit, horizon, greedy, self._probs)
 
-    def _step(self, active: np.ndarray, mode: int, stall_limit: int) -> None:
-        cfg, f, games = self.config, self.forest, len(active)
-        self._reserve(games, games * K.MAX_MOVES, games)
-        f = self.forest
-        pending = mcts.select(
-            f,
-            active,
-            mode,
-            cfg.c_puct,
-            cfg.fpu_reduction,
-            cfg.gumbel_c_visit,
-            cfg.gumbel_c_scale,
-            stall_limit,
-            self._probs,
-        )
-        if pending == 0:
-            return
-        leaves = f.leaf[f.leaf >= 0]
-        pred = self.evaluator.evaluate(f.d_cells[leaves], f.d_pill[leaves])
-        self.evaluations += len(leaves)
-        mcts.expand_and_backup(
-            f,
-            np.asarray(pred.won, np.float32),
-            np.asarray(pred.cleared, np.float32),
-            np.asarray(pred.duration, np.float32),
-            np.ascontiguousarray(pred.moves, np.float32),
-        )
-
-    def _network_search(self, active: np.ndarray, stall_limit: int, seeds: np.ndarray) -> None:
-        cfg = self.config
-        mode = mcts.GUMBEL if cfg.mode == "gumbel" else mcts.PUCT
-        self._step(active, mode, stall_limit)  # evaluate and expand the roots
-        f = self.forest
+    def _prepare_roots(self) -> None:
+        """After the roots' evaluation: Dirichlet noise on their priors, or the Gumbel candidates."""
+        cfg, f, active, seeds = self.config, self.forest, self._active, self._seeds
         for g in np.nonzero(active)[0]:
             start, n = f.d_edge_start[f.root[g]], f.d_edge_count[f.root[g]]
             rng = np.random.default_rng([int(seeds[g]), 1])
@@ -299,8 +329,6 @@ class Searcher:
                 priors[:] = (1 - cfg.dirichlet_fraction) * priors + cfg.dirichlet_fraction * noise
         if cfg.mode == "gumbel":
             mcts.start_gumbel(f, active, cfg.gumbel_m, cfg.simulations)
-        for _ in range(cfg.simulations):
-            self._step(active, mode, stall_limit)
 
     def _result(self, g: int) -> SearchResult:
         cfg, f = self.config, self.forest

@@ -10,8 +10,9 @@ and plays the rest, with the same seeds, so the result is the same as an uninter
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import queue
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,7 @@ import pandas as pd
 
 from .agents import GameSpec, SearchAgent, play_lockstep
 from .examples import game_examples, read_sidecar, write_examples
+from .files import append_csv, write_atomic
 from .game import DEFAULT_STALL_LIMIT, GameRecord
 from .level import MAX_LEVEL, MAX_SEED, MIN_SEED
 from .search import SearchConfig
@@ -46,7 +48,9 @@ class SelfPlayConfig:
     temperature: float = 1.0  # move sampling from the target for the first temperature_moves pills
     temperature_moves: int = 0
     games_per_shard: int = 16  # also the lockstep width inside a shard
-    workers: int = 1  # processes
+    workers: int = 1  # search processes
+    inference: str = "local"  # "local": each process evaluates with its own network copy;
+    # "server": one inference process on `device` serves every search process (a GPU, many cores)
 
     def __post_init__(self) -> None:
         if isinstance(self.search, dict):
@@ -57,6 +61,10 @@ class SelfPlayConfig:
             raise ValueError("games, games_per_shard and workers must be >= 1")
         if self.search.mode != "round0" and not self.network:
             raise ValueError(f"search mode {self.search.mode!r} needs a network checkpoint")
+        if self.inference not in ("local", "server"):
+            raise ValueError(f"inference must be 'local' or 'server', got {self.inference!r}")
+        if self.inference == "server" and (self.search.mode == "round0" or self.games_per_shard > 4096):
+            raise ValueError("inference='server' needs a network search and games_per_shard <= 4096")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -103,9 +111,14 @@ def _make_agent(cfg: SelfPlayConfig) -> SearchAgent:
 
         torch.set_num_threads(1)  # one core per worker: oversubscribed OpenMP threads crawl
     if cfg.network:
-        from .net import load_player
+        from .net import load_net, load_player
 
-        evaluator = load_player(cfg.network, device=cfg.device)
+        if cfg.device.startswith("cuda"):  # fixed shapes, CUDA graphs, overlapped halves
+            from .inference import BatchedInference
+
+            evaluator = BatchedInference(load_net(cfg.network), cfg.device)
+        else:
+            evaluator = load_player(cfg.network, device=cfg.device)
     return SearchAgent(cfg.search, evaluator, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves)
 
 
@@ -124,7 +137,10 @@ def play_shard(
         examples = game_examples(record, targets) if record.outcome else []
         finished[record.meta["index"]] = (record, examples)
 
-    play_lockstep(
+    driver = play_lockstep
+    if hasattr(agent.evaluator, "submit"):  # an asynchronous evaluator: overlap two halves
+        from .inference import play_pipelined as driver
+    driver(
         agent,
         specs,
         lockstep=len(specs),
@@ -139,9 +155,7 @@ def play_shard(
     records = _records_path(shard)
     for folder in (shard.parent, records.parent):
         folder.mkdir(parents=True, exist_ok=True)
-    tmp = records.with_suffix(".tmp")
-    tmp.write_text("".join(r.to_json() + "\n" for r, _ in ordered))
-    os.replace(tmp, records)  # records first: a shard's sidecar marks its games done
+    write_atomic(records, "".join(r.to_json() + "\n" for r, _ in ordered))  # before the shard marks them done
 
     games = [
         {"seed": r.seed, "level": r.level, "index": r.meta["index"], "outcome": r.outcome, "count": len(e)}
@@ -164,15 +178,15 @@ def generate(cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True)
         if previous != json.loads(json.dumps(cfg.to_dict())):
             raise ValueError(f"{settings} holds other settings; use a new run directory or the same settings")
     else:
-        tmp = settings.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
-        os.replace(tmp, settings)
+        write_atomic(settings, json.dumps(cfg.to_dict(), indent=1) + "\n")
     done = done_games(run_dir)
     todo = [s for s in cfg.game_specs() if s.index not in done]
     shards = [todo[i : i + cfg.games_per_shard] for i in range(0, len(todo), cfg.games_per_shard)]
     bar = tqdm(total=cfg.games, initial=cfg.games - len(todo), desc="self-play games", disable=not progress)
     cfg_dict = cfg.to_dict()
-    if cfg.workers == 1:
+    if cfg.inference == "server":
+        _generate_with_server(cfg, shards, run_dir, bar)
+    elif cfg.workers == 1:
         agent = _make_agent(cfg)
         for specs in shards:
             bar.update(play_shard(cfg_dict, specs, str(run_dir), agent)["games"])
@@ -183,6 +197,53 @@ def generate(cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True)
                 bar.update(future.result()["games"])
     bar.close()
     return summary(run_dir)
+
+
+def _server_worker(cfg_dict: dict, shards: list[list[GameSpec]], run_dir: str, handle: dict, done) -> None:
+    """A search process of `_generate_with_server`: its shards, evaluated by the server."""
+    import torch
+
+    from .inference import RemoteEvaluator
+
+    torch.set_num_threads(1)
+    cfg = SelfPlayConfig.from_dict(cfg_dict)
+    remote = RemoteEvaluator(handle)
+    agent = SearchAgent(cfg.search, remote, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves)
+    try:
+        for specs in shards:
+            done.put(play_shard(cfg_dict, specs, run_dir, agent)["games"])
+    finally:
+        remote.close()
+
+
+def _generate_with_server(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run_dir: Path, bar) -> None:
+    """cfg.workers search processes feed one inference process; its stats go to metrics.csv."""
+    from .inference import InferenceServer
+    from .net import load_net
+
+    ctx = _spawn()
+    done = ctx.Queue()
+    metrics = run_dir / "metrics.csv"
+    with InferenceServer(load_net(cfg.network), cfg.workers, device=cfg.device) as server:
+        procs = [
+            ctx.Process(
+                target=_server_worker,
+                args=(cfg.to_dict(), shards[w :: cfg.workers], str(run_dir), server.handle(w), done),
+            )
+            for w in range(cfg.workers)
+        ]
+        for p in procs:
+            p.start()
+        while any(p.is_alive() for p in procs) or not done.empty():
+            with contextlib.suppress(queue.Empty):
+                bar.update(done.get(timeout=0.5))
+            for row in server.stats():
+                append_csv(metrics, row)
+        for row in server.close():
+            append_csv(metrics, row)
+        failed = [p.exitcode for p in procs if p.exitcode]
+        if failed:
+            raise RuntimeError(f"{len(failed)} search process(es) failed (exit codes {failed}); see their output")
 
 
 def _spawn():

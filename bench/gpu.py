@@ -1,0 +1,177 @@
+"""Throughput of the GPU paths against the targets of spec/design.md section 6 (H100, f=256, r=19,
+bf16): inference >= 60,000 positions/s; training >= 40% of the bf16 peak; self-play >= 20,000
+simulations/s with the device >= 70% busy, and simulations/s and busy fraction for 256, 1024 and
+4096 lockstep games.
+
+Run `python bench/gpu.py` on a GPU machine. Without CUDA the same code runs on the CPU with a small
+network and small lockstep counts, so the script and its figures can be checked anywhere; CPU
+figures say nothing about the GPU targets.
+
+- inference: `BatchedInference` (fixed buckets, CUDA graphs, pinned memory, two batches in
+  flight) from numpy positions to numpy outputs.
+- training: `Trainer` steps on synthetic compact examples on the device (expansion on the device,
+  bf16 autocast, channels_last); FLOPs per sample = 3x the forward.
+- self-play: `play_pipelined` (two halves overlapping) over real games with PUCT search, and the
+  same with `inference="server"`: all CPU cores as search processes feeding one inference process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+import torch
+from common import report
+from net import bf16_peak, synthetic_examples
+
+from drmario.agents import GameSpec, SearchAgent
+from drmario.inference import BatchedInference, play_pipelined
+from drmario.net import DrMarioNet, NetConfig, flops_per_position, save_net
+from drmario.search import SearchConfig
+from drmario.selfplay import SelfPlayConfig, generate
+from drmario.train import TrainConfig, Trainer
+
+
+def inference_rate(net: DrMarioNet, device: str, batch: int, seconds: float) -> dict:
+    engine = BatchedInference(net, device, buckets=(batch,))
+    rng = np.random.default_rng(0)
+    cells = rng.choice(np.array([0, 1, 2, 3, 5, 6, 7, 17, 21], np.uint8), (batch, 8, 16))
+    pills = rng.integers(1, 4, (batch, 2)).astype(np.uint8)
+    engine.evaluate(cells, pills)  # capture / warm up
+    engine.stats.reset()
+    done, start = 0, time.perf_counter()
+    pending = [engine.submit(cells, pills)]
+    while time.perf_counter() - start < seconds:
+        pending.append(engine.submit(cells, pills))
+        engine.wait(pending.pop(0))
+        done += batch
+    engine.wait(pending.pop(0))
+    done += batch
+    elapsed = time.perf_counter() - start
+    return {"positions_per_s": done / elapsed, "device_busy": engine.stats.row()["device_busy"]}
+
+
+def training_rate(cfg: NetConfig, device: str, batch: int, steps: int) -> dict:
+    tmp = tempfile.mkdtemp()
+    try:
+        tc = TrainConfig(net=cfg, batch_size=batch, steps=steps + 5, log_every=steps + 5, eval_every=10**9)
+        tc.checkpoint_every, tc.progress, tc.device, tc.test_fraction = 10**9, False, device, 0.0
+        trainer = Trainer(tc, tmp)
+        trainer.set_data(synthetic_examples(max(4 * batch, 4096)))
+        trainer.run(5)  # warm up
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        start = time.perf_counter()
+        trainer.run(5 + steps)
+        sync()
+        rate = steps * batch / (time.perf_counter() - start)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    flops = 3 * flops_per_position(cfg) * rate
+    out = {"samples_per_s": rate, "tflops": flops / 1e12}
+    peak = bf16_peak(torch.cuda.get_device_name(0)) if device == "cuda" else None
+    if peak:
+        out["fraction_of_bf16_peak"] = flops / peak
+    return out
+
+
+def selfplay_rate(net: DrMarioNet, device: str, games: int, simulations: int, decisions: int) -> dict:
+    engine = BatchedInference(net, device)
+    agent = SearchAgent(SearchConfig(mode="puct", simulations=simulations), engine)
+    specs = [GameSpec(i, 1000 + i, (i * 7) % 21) for i in range(games)]
+    play_pipelined(agent, specs[: min(games, 8)], lockstep=min(games, 8), max_pills=1)  # warm up
+    engine.stats.reset()
+    start = time.perf_counter()
+    records = play_pipelined(agent, specs, lockstep=games, max_pills=decisions)
+    elapsed = time.perf_counter() - start
+    made = sum(r.pills_used for r in records)
+    return {
+        "simulations_per_s": made * simulations / elapsed,
+        "decisions_per_s": made / elapsed,
+        "device_busy": engine.stats.row()["device_busy"],
+        "mean_batch": engine.stats.row()["mean_batch"],
+    }
+
+
+def server_rate(net: DrMarioNet, device: str, games: int, simulations: int, workers: int) -> dict:
+    tmp = tempfile.mkdtemp()
+    try:
+        ckpt = save_net(net, os.path.join(tmp, "net.pt"))
+        cfg = SelfPlayConfig(
+            games=games * workers,
+            levels=list(range(0, 21, 4)),
+            games_per_shard=games,
+            max_pills=8,
+            workers=workers,
+            inference="server",
+            device=device,
+            network=str(ckpt),
+            search=SearchConfig(mode="puct", simulations=simulations),
+        )
+        start = time.perf_counter()
+        table = generate(cfg, os.path.join(tmp, "run"), progress=False)
+        elapsed = time.perf_counter() - start
+        import pandas as pd
+
+        rows = pd.read_csv(os.path.join(tmp, "run", "metrics.csv"))
+        made = int(table.loc["all", "pills"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "simulations_per_s": made * simulations / elapsed,
+        "device_busy_last_row": float(rows["device_busy"].iloc[-1]),
+        "mean_batch": float(rows["mean_batch"].iloc[-1]),
+        "wall_s_including_start": elapsed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--simulations", type=int, default=32)
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    torch.manual_seed(0)
+    net_cfg = NetConfig() if cuda else NetConfig(filters=32, blocks=4)
+    net = DrMarioNet(net_cfg)
+    figures: dict = {}
+    for key, value in inference_rate(net, device, 4096 if cuda else 256, args.seconds).items():
+        figures[f"inference_{key}"] = value
+    for key, value in training_rate(net_cfg, device, 1024 if cuda else 64, 50 if cuda else 10).items():
+        figures[f"training_{key}"] = value
+    lockstep = (256, 1024, 4096) if cuda else (16, 64)
+    for games in lockstep:
+        for key, value in selfplay_rate(net, device, games, args.simulations, 4).items():
+            figures[f"selfplay_{games}games_{key}"] = value
+    workers = max(1, (os.cpu_count() or 2) - 1) if cuda else 2
+    for key, value in server_rate(net, device, lockstep[-1] // workers or 8, args.simulations, workers).items():
+        figures[f"server_{workers}workers_{key}"] = value
+    report(
+        "gpu",
+        {
+            "device": device,
+            "net": net_cfg.to_dict(),
+            "dtype": "bfloat16" if cuda else "float32",
+            "simulations": args.simulations,
+            "lockstep": lockstep,
+            "note": "" if cuda else "CPU run with a small network: checks the code path, not the GPU targets",
+        },
+        figures,
+        targets={
+            "inference_positions_per_s": 60_000,
+            "training_fraction_of_bf16_peak": 0.4,
+            "selfplay_4096games_simulations_per_s": 20_000,
+            "selfplay_4096games_device_busy": 0.7,
+        }
+        if cuda
+        else None,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,490 @@
+"""Network inference for self-play at GPU scale.
+
+- `BatchedInference`: the leaves of many lockstep games in a few fixed batch shapes (`buckets`; on
+  CUDA a batch is padded up to the next one), so CUDA graphs replay one captured forward per shape;
+  bf16 and channels_last on CUDA; positions travel compact (130 bytes each) through pinned host
+  buffers with non-blocking copies, and the outputs come back the same way. `submit` returns at
+  once and `wait` collects, so the CPU can search one group of games while the GPU evaluates
+  another.
+- `play_pipelined`: self-play over two halves of the lockstep games: while the GPU evaluates one
+  half's leaves, the CPU backs up and selects in the other half.
+- `InferenceServer` / `RemoteEvaluator`: one process owns the network and serves search worker
+  processes (one per CPU core) through shared memory, merging their requests into large batches.
+
+Every evaluator keeps `busy_s` (device time of the forward passes), batch counts and a batch-size
+histogram; `InferenceStats.row()` turns them into a metrics.csv row.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing import shared_memory
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from . import kernels as K
+from .agents import Decision, GameSlots, GameSpec, SearchAgent
+from .encode import MOVES_SHAPE, N_MOVES, planes_torch
+from .game import DEFAULT_STALL_LIMIT, GameRecord
+from .net import DrMarioNet, Player
+from .search import Prediction, Searcher
+
+OUT_WIDTH = 3 + N_MOVES  # won, cleared, duration, 512 move probabilities
+HISTOGRAM_EDGES = (0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 1 << 30)
+
+
+@dataclass
+class InferenceStats:
+    """Device time and batch sizes since `start` (reset with `reset`)."""
+
+    busy_s: float = 0.0  # time the device spent in forward passes
+    batches: int = 0
+    positions: int = 0
+    padded: int = 0  # positions evaluated including the padding to bucket sizes
+    histogram: list[int] = field(default_factory=lambda: [0] * (len(HISTOGRAM_EDGES) - 1))
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, n: int, padded: int, seconds: float) -> None:
+        self.busy_s += seconds
+        self.batches += 1
+        self.positions += n
+        self.padded += padded
+        self.histogram[int(np.searchsorted(HISTOGRAM_EDGES, n, side="right")) - 1] += 1
+
+    def reset(self) -> None:
+        self.__init__()
+
+    def row(self) -> dict:
+        """A metrics row: wall time, positions/s, busy fraction and the batch-size histogram."""
+        wall = max(time.perf_counter() - self.start, 1e-9)
+        row = {
+            "wall_s": round(wall, 3),
+            "batches": self.batches,
+            "positions": self.positions,
+            "positions_per_s": round(self.positions / wall, 1),
+            "device_busy": round(min(self.busy_s / wall, 1.0), 4),
+            "mean_batch": round(self.positions / max(self.batches, 1), 1),
+            "padding": round(1 - self.positions / max(self.padded, 1), 4),
+        }
+        for lo, hi, count in zip(HISTOGRAM_EDGES, HISTOGRAM_EDGES[1:], self.histogram):
+            row[f"batches_{lo}_{hi if hi < 1 << 30 else 'up'}"] = count
+        return row
+
+
+def _unpack(flat: np.ndarray) -> Prediction:
+    n = len(flat)
+    return Prediction(
+        flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(), flat[:, 3:].reshape(n, *MOVES_SHAPE).copy()
+    )
+
+
+class Ticket(NamedTuple):
+    bucket: int
+    slot: int
+    n: int
+
+
+class BatchedInference:
+    """Asynchronous fixed-shape inference of a network on one device (see the module docstring).
+
+    evaluate(cells, pills) is the search `Evaluator` form; submit/wait the overlapping one. A batch
+    larger than the largest bucket is evaluated in pieces by `evaluate` (`submit` refuses it).
+    """
+
+    def __init__(
+        self,
+        net: DrMarioNet,
+        device: str | torch.device = "cpu",
+        *,
+        dtype: torch.dtype | None = None,
+        buckets: Sequence[int] = (64, 256, 1024, 4096),
+        slots: int = 2,
+        cuda_graphs: bool = True,
+        compile: bool = False,
+    ) -> None:
+        self.player = Player(net, device, dtype)  # batch norms folded, eval mode, dtype, channels_last
+        self.device, self.dtype = self.player.device, self.player.dtype
+        self.cuda = self.device.type == "cuda"
+        self.module = torch.compile(self.player.module) if compile else self.player.module
+        self.buckets = sorted(buckets)
+        self.use_graphs = cuda_graphs and self.cuda
+        self.stats = InferenceStats()
+        self._buffers: dict[tuple[int, int], dict] = {}
+        self._next_slot = dict.fromkeys(self.buckets, 0)
+        self._slots = slots
+        self._pending: dict[tuple[int, int], object] = {}  # slot -> CPU result or CUDA events
+
+    # --- buffers and the captured forward pass per (bucket, slot)
+
+    def _buffer(self, bucket: int, slot: int) -> dict:
+        key = (bucket, slot)
+        if key not in self._buffers:
+            pin = self.cuda
+            buf = {
+                "host_cells": torch.zeros((bucket, K.WIDTH, K.HEIGHT), dtype=torch.uint8, pin_memory=pin),
+                "host_pills": torch.ones((bucket, 2), dtype=torch.uint8, pin_memory=pin),
+                "host_out": torch.zeros((bucket, OUT_WIDTH), dtype=torch.float32, pin_memory=pin),
+                "cells": torch.zeros((bucket, K.WIDTH, K.HEIGHT), dtype=torch.uint8, device=self.device),
+                "pills": torch.ones((bucket, 2), dtype=torch.uint8, device=self.device),
+                "out": torch.zeros((bucket, OUT_WIDTH), dtype=torch.float32, device=self.device),
+                "graph": None,
+            }
+            self._buffers[key] = buf
+            if self.use_graphs:
+                buf["graph"] = self._capture(buf)
+        return self._buffers[key]
+
+    @torch.inference_mode()
+    def _forward(self, buf: dict, n: int | None = None) -> None:
+        """The whole bucket (a fixed shape, for the CUDA graph), or its first n rows (CPU: padding
+        buys nothing there)."""
+        x = planes_torch(buf["cells"][:n], buf["pills"][:n], self.dtype)
+        if self.cuda:
+            x = x.contiguous(memory_format=torch.channels_last)
+        o = self.module(x)
+        out = buf["out"][:n]
+        torch.cat([o.won[:, None], o.cleared[:, None], o.duration[:, None], o.moves.flatten(1)], 1, out=out)
+
+    def _capture(self, buf: dict):
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(3):  # warm up (cuDNN autotuning, lazy allocations) outside the graph
+                self._forward(buf)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._forward(buf)
+        return graph
+
+    # --- the asynchronous interface
+
+    def submit(self, cells: np.ndarray, pills: np.ndarray) -> Ticket:
+        """Start evaluating cells uint8[N, 8, 16], pills uint8[N, 2] (N <= the largest bucket)."""
+        n = len(cells)
+        bucket = next((b for b in self.buckets if b >= n), None)
+        if bucket is None:
+            raise ValueError(f"submit takes at most {self.buckets[-1]} positions, got {n}; use evaluate")
+        slot = self._next_slot[bucket]
+        self._next_slot[bucket] = (slot + 1) % self._slots
+        if (bucket, slot) in self._pending:
+            raise RuntimeError(f"all {self._slots} slots of bucket {bucket} are in flight: wait for one first")
+        buf = self._buffer(bucket, slot)
+        buf["host_cells"].numpy()[:n] = cells
+        buf["host_pills"].numpy()[:n] = pills
+        if not self.cuda:
+            start = time.perf_counter()
+            buf["cells"].copy_(buf["host_cells"])
+            buf["pills"].copy_(buf["host_pills"])
+            self._forward(buf, n)
+            self.stats.add(n, n, time.perf_counter() - start)
+            self._pending[(bucket, slot)] = buf["out"].numpy()[:n].copy()
+            return Ticket(bucket, slot, n)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        buf["cells"].copy_(buf["host_cells"], non_blocking=True)
+        buf["pills"].copy_(buf["host_pills"], non_blocking=True)
+        begin.record()
+        if buf["graph"] is not None:
+            buf["graph"].replay()
+        else:
+            self._forward(buf)
+        end.record()
+        buf["host_out"].copy_(buf["out"], non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self._pending[(bucket, slot)] = (begin, end, done)
+        return Ticket(bucket, slot, n)
+
+    def wait(self, ticket: Ticket) -> Prediction:
+        pending = self._pending.pop((ticket.bucket, ticket.slot))
+        if not self.cuda:
+            return _unpack(pending)
+        begin, end, done = pending
+        done.synchronize()
+        self.stats.add(ticket.n, ticket.bucket, begin.elapsed_time(end) / 1000)
+        return _unpack(self._buffers[(ticket.bucket, ticket.slot)]["host_out"].numpy()[: ticket.n])
+
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray) -> Prediction:
+        step = self.buckets[-1]
+        parts = [self.wait(self.submit(cells[s : s + step], pills[s : s + step])) for s in range(0, len(cells), step)]
+        if len(parts) == 1:
+            return parts[0]
+        return Prediction(*(np.concatenate(p) for p in zip(*parts)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Self-play over two halves: one half's tree work overlaps the other half's network batch
+
+
+def play_pipelined(
+    agent: SearchAgent,
+    specs: Sequence[GameSpec],
+    *,
+    lockstep: int = 256,
+    base_seed: int = 0,
+    pill_mode: str = "nes",
+    stall_limit: int | None = DEFAULT_STALL_LIMIT,
+    max_pills: int = 1000,
+    on_finish: Callable[[GameRecord, list[Decision]], None] | None = None,
+) -> list[GameRecord]:
+    """`agents.play_lockstep` for a network search agent whose evaluator has submit/wait
+    (`BatchedInference`, `RemoteEvaluator`): the games are split in two halves that take turns,
+    so the CPU selects and backs up in one half while the device evaluates the other's leaves.
+    Moves are the agent's (same seeds, same decisions as play_lockstep for the same evaluator)."""
+    engine = agent.evaluator
+    records: dict[int, GameRecord] = {}
+    queue = list(reversed(specs))
+    kwargs = dict(
+        name=agent.name,
+        base_seed=base_seed,
+        pill_mode=pill_mode,
+        stall_limit=stall_limit,
+        max_pills=max_pills,
+        on_finish=on_finish,
+    )
+    half = max(1, lockstep // 2)
+    halves = [GameSlots(queue, half, records, **kwargs), GameSlots(queue, max(1, lockstep - half), records, **kwargs)]
+    searchers = [Searcher(agent.config, engine, games=len(h.slots)) for h in halves]
+    while any(h.running for h in halves):
+        start = time.perf_counter()
+        live = [i for i, h in enumerate(halves) if h.running]
+        seeds = {i: halves[i].seeds() for i in live}
+        for i in live:
+            searchers[i].start(halves[i].positions(), seeds[i])
+        tickets: dict[int, Ticket] = {}
+        while tickets or not all(searchers[i].done for i in live):
+            for i in live:
+                if i in tickets:
+                    searchers[i].finish(engine.wait(tickets.pop(i)))
+                if not searchers[i].done:
+                    batch = searchers[i].leaves()
+                    if batch is not None:
+                        tickets[i] = engine.submit(*batch)
+        seconds = (time.perf_counter() - start) / len(live)
+        for i in live:
+            used = halves[i].pills_used()
+            results = searchers[i].results()
+            halves[i].apply([agent.decide(r, s, u) for r, s, u in zip(results, seeds[i], used)], seconds)
+    return [records[s.index] for s in specs]
+
+
+# ------------------------------------------------------------------------------------------------
+# One inference process for many search processes
+
+
+class _Channel(NamedTuple):
+    """Shared memory of one worker slot: requests in, answers out."""
+
+    cells: np.ndarray  # uint8[capacity, 8, 16]
+    pills: np.ndarray  # uint8[capacity, 2]
+    out: np.ndarray  # float32[capacity, OUT_WIDTH]
+
+
+def _out_offset(capacity: int) -> int:
+    return -(-capacity * (K.WIDTH * K.HEIGHT + 2) // 8) * 8  # the float32 answers start 8-aligned
+
+
+def _channel(shm: shared_memory.SharedMemory, capacity: int) -> _Channel:
+    cells = np.ndarray((capacity, K.WIDTH, K.HEIGHT), np.uint8, shm.buf, 0)
+    pills = np.ndarray((capacity, 2), np.uint8, shm.buf, cells.nbytes)
+    out = np.ndarray((capacity, OUT_WIDTH), np.float32, shm.buf, _out_offset(capacity))
+    return _Channel(cells, pills, out)
+
+
+def _channel_bytes(capacity: int) -> int:
+    return _out_offset(capacity) + capacity * OUT_WIDTH * 4
+
+
+class RemoteEvaluator:
+    """A search worker's end of an `InferenceServer`: submit/wait/evaluate over shared memory.
+    Made in the worker from `InferenceServer.handle(i)`."""
+
+    def __init__(self, handle: dict) -> None:
+        self.capacity, self.requests, self.worker = handle["capacity"], handle["requests"], handle["worker"]
+        self._shm = [shared_memory.SharedMemory(name=n) for n in handle["shm"]]
+        self._channels = [_channel(s, self.capacity) for s in self._shm]
+        self._answers = handle["answers"]
+        self._next = 0
+        self._in_flight: set[int] = set()
+        self._done: set[int] = set()  # answered slots not yet collected
+
+    def submit(self, cells: np.ndarray, pills: np.ndarray) -> Ticket:
+        n = len(cells)
+        if n > self.capacity:
+            raise ValueError(f"submit takes at most {self.capacity} positions, got {n}")
+        slot = self._next
+        self._next = (slot + 1) % len(self._channels)
+        if slot in self._in_flight:
+            raise RuntimeError("both slots are in flight: wait for one first")
+        ch = self._channels[slot]
+        ch.cells[:n], ch.pills[:n] = cells, pills
+        self._in_flight.add(slot)
+        self.requests.put((self.worker, slot, n))
+        return Ticket(0, slot, n)
+
+    def wait(self, ticket: Ticket) -> Prediction:
+        while ticket.slot not in self._done:  # answers may come back in another order than asked
+            slot = self._answers.recv()
+            self._in_flight.discard(slot)
+            self._done.add(slot)
+        self._done.discard(ticket.slot)
+        return _unpack(self._channels[ticket.slot].out[: ticket.n])
+
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray) -> Prediction:
+        parts = []
+        for s in range(0, len(cells), self.capacity):
+            parts.append(self.wait(self.submit(cells[s : s + self.capacity], pills[s : s + self.capacity])))
+        return parts[0] if len(parts) == 1 else Prediction(*(np.concatenate(p) for p in zip(*parts)))
+
+    def close(self) -> None:
+        for s in self._shm:
+            s.close()
+
+
+def _serve(net_state: dict, device: str, buckets: Sequence[int], requests, answers, shm_names, capacity, log) -> None:
+    """The inference process: merge pending requests into one batch, evaluate, answer each."""
+    from .net import NetConfig
+
+    net = DrMarioNet(NetConfig.from_dict(net_state["config"]))
+    net.load_state_dict(net_state["model"])
+    engine = BatchedInference(net, device, buckets=buckets, slots=2)
+    shms = [[shared_memory.SharedMemory(name=n) for n in names] for names in shm_names]
+    channels = [[_channel(s, capacity) for s in worker] for worker in shms]
+    limit = engine.buckets[-1]
+    in_flight: list[tuple[Ticket, list[tuple[int, int, int, int]]]] = []
+    carry: list[tuple[int, int, int]] = []  # a request that did not fit the last batch
+    last_log = time.perf_counter()
+    running = True
+    while running or in_flight or carry:
+        batch, carry = carry, []
+        if running:
+            try:  # block only when nothing is on the device or waiting
+                item = requests.get(timeout=None if not (in_flight or batch) else 0.0005)
+                while True:
+                    if item == "stop":
+                        running = False
+                        break
+                    if sum(b[2] for b in batch) + item[2] > limit:
+                        carry = [item]
+                        break
+                    batch.append(item)
+                    item = requests.get_nowait()
+            except queue.Empty:  # take what came
+                pass
+        if batch:
+            cells = np.concatenate([channels[w][s].cells[:n] for w, s, n in batch])
+            pills = np.concatenate([channels[w][s].pills[:n] for w, s, n in batch])
+            parts, offset = [], 0
+            for w, s, n in batch:
+                parts.append((w, s, offset, n))
+                offset += n
+            in_flight.append((engine.submit(cells, pills), parts))
+            if len(in_flight) >= 2:  # keep one batch on the device while the next is gathered
+                _answer(engine, in_flight.pop(0), channels, answers)
+        elif in_flight:
+            _answer(engine, in_flight.pop(0), channels, answers)
+        if log is not None and time.perf_counter() - last_log > 1.0:
+            log.put(engine.stats.row())
+            last_log = time.perf_counter()
+    if log is not None:
+        log.put(engine.stats.row())
+    for worker in shms:
+        for s in worker:
+            s.close()
+
+
+def _answer(engine: BatchedInference, item, channels, answers) -> None:
+    ticket, parts = item
+    pred = engine.wait(ticket)
+    flat = np.concatenate([pred.won[:, None], pred.cleared[:, None], pred.duration[:, None]], 1)
+    moves = pred.moves.reshape(len(flat), -1)
+    for w, s, offset, n in parts:
+        ch = channels[w][s]
+        ch.out[:n, :3] = flat[offset : offset + n]
+        ch.out[:n, 3:] = moves[offset : offset + n]
+        answers[w].send(s)
+
+
+class InferenceServer:
+    """Start one inference process for `workers` search processes. Use as a context manager;
+    `handle(i)` is what worker i passes to `RemoteEvaluator`. Stats rows arrive on `stats_queue`
+    (about one a second: positions/s, device busy fraction, batch-size histogram)."""
+
+    def __init__(
+        self,
+        net: DrMarioNet,
+        workers: int,
+        *,
+        device: str = "cpu",
+        capacity: int = 4096,
+        buckets: Sequence[int] = (64, 256, 1024, 4096),
+    ) -> None:
+        if capacity > max(buckets):
+            raise ValueError(f"capacity {capacity} must not exceed the largest bucket {max(buckets)}")
+        ctx = mp.get_context("spawn")
+        self.capacity = capacity
+        self.requests = ctx.Queue()
+        self.stats_queue = ctx.Queue()
+        pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]  # (receive end, send end)
+        self._receivers = [r for r, _ in pipes]
+        self._shm = [
+            [shared_memory.SharedMemory(create=True, size=_channel_bytes(capacity)) for _ in range(2)]
+            for _ in range(workers)
+        ]
+        state = {"config": net.cfg.to_dict(), "model": {k: v.cpu() for k, v in net.state_dict().items()}}
+        names = [[s.name for s in w] for w in self._shm]
+        self.process = ctx.Process(
+            target=_serve,
+            args=(
+                state,
+                device,
+                tuple(buckets),
+                self.requests,
+                [s for _, s in pipes],
+                names,
+                capacity,
+                self.stats_queue,
+            ),
+            daemon=True,
+        )
+        self.process.start()
+
+    def handle(self, worker: int) -> dict:
+        return {
+            "capacity": self.capacity,
+            "requests": self.requests,
+            "answers": self._receivers[worker],
+            "shm": [s.name for s in self._shm[worker]],
+            "worker": worker,
+        }
+
+    def stats(self) -> list[dict]:
+        rows = []
+        while not self.stats_queue.empty():
+            rows.append(self.stats_queue.get())
+        return rows
+
+    def close(self) -> list[dict]:
+        """Stop the server; returns its last stats rows."""
+        self.requests.put("stop")
+        rows = []
+        self.process.join(timeout=60)
+        rows = self.stats()
+        for worker in self._shm:
+            for s in worker:
+                s.close()
+                s.unlink()
+        return rows
+
+    def __enter__(self) -> InferenceServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process.is_alive():
+            self.close()

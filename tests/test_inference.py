@@ -1,0 +1,115 @@
+"""The self-play inference path: fixed-shape batches, overlapped halves, one server for many workers."""
+
+import numpy as np
+import pytest
+import torch
+
+import drmario as dm
+from drmario.agents import GameSpec, SearchAgent, play_lockstep
+from drmario.inference import BatchedInference, InferenceServer, RemoteEvaluator, Ticket, play_pipelined
+from drmario.net import DrMarioNet, NetConfig, Player, save_net
+from drmario.search import RolloutEvaluator, SearchConfig
+from drmario.selfplay import SelfPlayConfig, generate, read_records
+
+
+def tiny_net(seed=0) -> DrMarioNet:
+    torch.manual_seed(seed)
+    return DrMarioNet(NetConfig(filters=8, blocks=1))
+
+
+def some_positions(n: int):
+    games = [dm.Game(100 + i, i % 10) for i in range(n)]
+    cells = np.stack([g.board.cells for g in games])
+    pills = np.array([(g.pill.left, g.pill.right) for g in games], np.uint8)
+    return cells, pills
+
+
+def test_batched_inference_matches_player_and_pads_to_buckets():
+    net = tiny_net()
+    engine = BatchedInference(net, "cpu", buckets=(4, 16))
+    player = Player.from_module(net)
+    cells, pills = some_positions(21)
+    want = player.evaluate(cells, pills)
+    got = engine.evaluate(cells, pills)  # 16 + 5 (padded to 16)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert engine.stats.batches == 2 and engine.stats.positions == 21
+    assert engine.stats.padded == 21  # CPU: no padding (CUDA pads to the bucket for its graphs)
+    row = engine.stats.row()
+    assert row["batches_0_64"] == 2 and 0 < row["device_busy"] <= 1 and row["padding"] == 0
+    with pytest.raises(ValueError, match="at most 16"):
+        engine.submit(cells, pills)
+    t1 = engine.submit(cells[:3], pills[:3])
+    t2 = engine.submit(cells[3:6], pills[3:6])
+    with pytest.raises(RuntimeError, match="in flight"):
+        engine.submit(cells[:3], pills[:3])
+    np.testing.assert_allclose(engine.wait(t2).won, want.won[3:6], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(engine.wait(t1).won, want.won[:3], rtol=1e-4, atol=1e-5)
+
+
+class AsyncRollouts(RolloutEvaluator):
+    """A deterministic evaluator with the submit/wait interface (evaluation happens in wait)."""
+
+    def submit(self, cells, pills):
+        self._held = getattr(self, "_held", {})
+        self._held[id(cells)] = (cells.copy(), pills.copy())
+        return Ticket(0, id(cells), len(cells))
+
+    def wait(self, ticket):
+        cells, pills = self._held.pop(ticket.slot)
+        return self.evaluate(cells, pills)
+
+
+def test_pipelined_halves_play_the_same_games_as_lockstep():
+    cfg = SearchConfig(mode="puct", simulations=6)
+    specs = [GameSpec(i, 300 + i, level) for i, level in enumerate([0, 2, 4, 6, 1])]
+    lockstep = play_lockstep(SearchAgent(cfg, RolloutEvaluator(seed=4)), specs, lockstep=4, max_pills=30)
+    piped = play_pipelined(SearchAgent(cfg, AsyncRollouts(seed=4)), specs, lockstep=4, max_pills=30)
+    assert [r.moves for r in piped] == [r.moves for r in lockstep]
+    assert [r.outcome for r in piped] == [r.outcome for r in lockstep]
+
+
+def test_inference_server_answers_workers_through_shared_memory():
+    net = tiny_net(1)
+    cells, pills = some_positions(10)
+    want = Player.from_module(net).evaluate(cells, pills)
+    with InferenceServer(net, workers=1, capacity=64, buckets=(16, 64)) as server:
+        remote = RemoteEvaluator(server.handle(0))
+        got = remote.evaluate(cells, pills)
+        a = remote.submit(cells[:4], pills[:4])
+        b = remote.submit(cells[4:], pills[4:])
+        got_b, got_a = remote.wait(b), remote.wait(a)
+        remote.close()
+        rows = server.close()
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got_a.moves, want.moves[:4], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got_b.cleared, want.cleared[4:], rtol=1e-4, atol=1e-5)
+    assert rows and rows[-1]["positions"] == 20 and "device_busy" in rows[-1]
+
+
+def test_selfplay_with_an_inference_server_and_two_search_processes(tmp_path):
+    ckpt = save_net(tiny_net(2), tmp_path / "net.pt")
+    cfg = SelfPlayConfig(
+        games=4,
+        levels=[0, 3],
+        seed=2,
+        games_per_shard=2,
+        max_pills=40,
+        workers=2,
+        inference="server",
+        network=str(ckpt),
+        search=SearchConfig(mode="puct", simulations=4),
+    )
+    table = generate(cfg, tmp_path / "run", progress=False)
+    assert table.loc["all", "games"] == 4
+    records = read_records(tmp_path / "run")
+    assert sorted(r.meta["index"] for r in records) == [0, 1, 2, 3]
+    for r in records:
+        if r.outcome:
+            r.replay()
+    metrics = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    assert metrics[0].startswith("wall_s,batches,positions,positions_per_s,device_busy")
+    assert int(metrics[-1].split(",")[2]) > 0
+    with pytest.raises(ValueError, match="server"):
+        SelfPlayConfig(inference="server")

@@ -15,7 +15,7 @@ The search sees a position (board, pill to place, stall counter), never a game's
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
@@ -178,7 +178,6 @@ class SearchResult:
     target: np.ndarray  # float32[4, 8, 16] the moves training target
     best: Move  # the move the search plays at temperature 0
     simulations: int  # simulations run (root evaluations not counted)
-    info: dict = field(default_factory=dict)
 
     @property
     def root_value(self) -> float:
@@ -243,6 +242,8 @@ class Searcher:
         pills = np.ones((games, 2), np.uint8)
         stalls = np.zeros(games, np.int16)
         for i, pos in enumerate(positions):
+            if K.spawn_blocked(pos.cells):
+                raise ValueError(f"position {i}: a spawn cell is occupied, so there is no move to search")
             cells[i], pills[i], stalls[i] = pos.cells, (pos.pill.left, pos.pill.right), pos.stall
         seed_array = np.zeros(games, np.uint64)
         seed_array[:g] = np.asarray(seeds, np.uint64)
@@ -338,9 +339,6 @@ class Searcher:
         moves = [Move(*m) for m in moves_buf[:n].tolist()]
         prior, visits, value = stats[:n, 0].copy(), stats[:n, 1].copy(), stats[:n, 2].copy()
         pill = Pill.from_index(3 * (int(f.d_pill[f.root[g], 0]) - 1) + int(f.d_pill[f.root[g], 1]) - 1)
-        info: dict = {}
-        if n == 0:
-            raise ValueError("search of a position with no legal move (a spawn cell is occupied)")
         if cfg.mode == "round0":
             weights = np.maximum(np.nan_to_num(value, nan=0.0), 1e-6) ** cfg.target_power
             best = int(np.argmax(np.nan_to_num(value, nan=-1.0)))
@@ -351,8 +349,8 @@ class Searcher:
             weights, best = self._gumbel_policy(g, prior, visits, value)
         probs = weights / weights.sum()
         dense = np.zeros(MOVES_SHAPE, np.float32)
-        for (r, x, y), p in zip(moves, probs):
-            dense[r, x, y] = p
+        r, x, y = moves_buf[:n].T.astype(np.intp)
+        dense[r, x, y] = probs
         return SearchResult(
             pill=pill,
             moves=moves,
@@ -362,7 +360,6 @@ class Searcher:
             target=symmetrize(dense, pill.same_colour),
             best=moves[best],
             simulations=cfg.simulations,
-            info=info,
         )
 
     def _gumbel_policy(self, g: int, prior, visits, value) -> tuple[np.ndarray, int]:

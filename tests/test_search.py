@@ -208,3 +208,10 @@ def test_golden_root_tables():
 if __name__ == "__main__":
     GOLDEN.write_text(json.dumps(golden_tables(), indent=1) + "\n")
     print(f"wrote {GOLDEN}")
+
+
+def test_a_lost_position_is_refused():
+    cells = np.zeros((8, 16), np.uint8)
+    cells[3, :] = [K.VIRUS << 2 | (1 + y % 3) for y in range(16)]  # a column up to the spawn cell
+    with pytest.raises(ValueError, match="spawn cell is occupied"):
+        search(Position(cells, dm.Pill.from_string("qu")), SearchConfig(simulations=4))

@@ -1,0 +1,510 @@
+"""Deep Q-learning with experience replay (design note 003), for Dr. Mario placements.
+
+Q-network (`QNet`): the 18x8x16 input planes (`drmario.encode`) -> Q float[B, 512], one value per
+placement slot ``r * 128 + x * 16 + y``, masked to the canonical legal moves (same-colour pills: r in
+{0, 1}). Two fixed planes computed from the input (where the board has the colour of each pill half)
+join the 18, then a few 3x3 convolutions, then a 1x1 convolution to the 4 rotation planes (a
+placement is judged by the cells around it) plus a scalar from the whole board (how safe the stack
+is) added to every slot.
+
+Learning follows the note: epsilon-greedy play, every transition (state, move, reward, next state,
+done) into a fixed-size replay memory, uniform mini-batches from it, regression of Q(s, a) toward
+``r + gamma * (1 - done) * V(s')``. Rewards come only from events (`reward_virus` per virus cleared,
+`reward_win`, `reward_topout`). A state is the board and the pill to place, so V(s') depends on the
+next pill, which the player does not know: ``next_pill="expected"`` averages max_a' Q(s', p', a')
+over the 9 pills with their probabilities (one batched call of 9 * B positions), ``"sampled"`` uses
+the pill the game really threw next. A stalemate ends a game but is not terminal for learning (the
+stall counter is not in the state, so it bootstraps like a time limit).
+
+Differences from the note's author (a fully connected tanh net, plain backprop of the corrected
+Q-vector, gamma 0.95, targets from the network being trained): a target network (a copy of the
+Q-network refreshed every `target_every` updates) gives the bootstrap values, a standard improvement
+the note does not have; Adam and a Huber loss on the taken slot only (the same gradient direction as
+the note's corrected vector); each replayed transition with its colours randomly renamed (`augment`,
+an exact symmetry of the game); optional double DQN.
+The memory is stored compact (cells uint8[8, 16] + pill uint8[2] per state, 270 bytes a transition).
+
+`train_dqn(cfg, run_dir)` writes config.json, metrics.csv and checkpoints/{latest,step-N}.pt; a
+run_dir with latest.pt resumes exactly (network, target, optimiser, replay memory, the games in
+progress, RNG states). `DQNAgent.load(path)` plays from any of the checkpoints (step-N.pt files hold
+the network alone). metrics.csv, one row per `log_every` transitions: step (transitions), updates,
+games (finished), time_s, split ("train", for `drmario.viz`), epsilon, lr, loss and q_mean (means
+over the updates since the last row), mean_reward, viruses_per_game and clear_rate (over the games
+finished since the last row, exploration included), samples_per_s (replayed transitions per second
+of wall time) and steps_per_s (transitions played per second).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from .. import kernels as K
+from ..agents import Decision
+from ..board import Move
+from ..encode import N_PLANES, planes_torch
+from ..game import DEFAULT_STALL_LIMIT, Game
+from ..net import CheckpointError, save_checkpoint
+from ..search import Position
+from ..train import resolve_device
+from .common import (
+    PILLS,
+    SLOTS,
+    MetricsCSV,
+    check_levels,
+    check_pill_probs,
+    check_resume,
+    draw_game,
+    legal_slots,
+    legal_slots_all_pills,
+    prune,
+    read_state,
+    slot_move,
+)
+
+COLUMNS = ("step", "updates", "games", "time_s", "split", "epsilon", "lr", "loss", "q_mean", "mean_reward")
+COLUMNS += ("viruses_per_game", "clear_rate", "samples_per_s", "steps_per_s")
+RESUMABLE = {"steps", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
+
+
+@dataclass
+class DQNConfig:
+    """Every setting of a DQN run (saved in config.json and in every checkpoint)."""
+
+    seed: int = 0  # network initialisation, games, exploration, replay sampling
+    levels: tuple[int, ...] = tuple(range(21))  # training games: a level drawn uniformly from these
+    pill_mode: str = "nes"
+    stall_limit: int | None = DEFAULT_STALL_LIMIT  # ends training games (not terminal for learning)
+    max_pills: int = 400  # a training game is cut after this many pills (not terminal either)
+    envs: int = 8  # games played in lockstep (one batched forward per step)
+    steps: int = 50_000  # transitions (pills placed) in the whole run
+    filters: int = 16  # Q-network: convolution filters
+    layers: int = 3  # Q-network: 3x3 convolutions
+    lr: float = 1e-3  # Adam
+    batch_size: int = 32
+    buffer_size: int = 50_000  # replay memory capacity (transitions); the oldest are overwritten
+    learning_starts: int = 500  # transitions before the first update
+    train_every: int = 4  # transitions per gradient update
+    target_every: int = 100  # updates between target-network refreshes
+    gamma: float = 0.9
+    eps_start: float = 1.0
+    eps_end: float = 0.05
+    eps_decay_steps: int = 5_000  # linear decay over this many transitions
+    reward_virus: float = 1.0  # per virus cleared
+    reward_win: float = 3.0
+    reward_topout: float = -3.0
+    next_pill: Literal["expected", "sampled"] = "sampled"  # "expected" costs about 2x per update on a CPU
+    pill_probs: tuple[float, ...] | None = None  # of the 9 pills for "expected"; None: uniform
+    double: bool = False  # double DQN: the online network picks a', the target network values it
+    augment: bool = True  # each sampled transition gets a random permutation of the 3 colours
+    huber: bool = True  # Huber (smooth L1) loss; False: squared error
+    grad_clip: float = 10.0  # max gradient norm (0: off)
+    log_every: int = 1_000  # transitions between metrics.csv rows
+    checkpoint_every: int = 10_000  # transitions between checkpoints (and one at the end)
+    keep_checkpoints: int = 0  # step-*.pt files kept (0: all)
+    device: str = "auto"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.levels = check_levels(self.levels, "DQNConfig")
+        if self.pill_probs is not None:
+            self.pill_probs = tuple(float(p) for p in self.pill_probs)
+        check_pill_probs(self.pill_probs, "DQNConfig")
+        if self.next_pill not in ("expected", "sampled"):
+            raise ValueError(f"DQNConfig.next_pill must be 'expected' or 'sampled', got {self.next_pill!r}")
+        if self.pill_mode not in ("nes", "iid"):
+            raise ValueError(f"DQNConfig.pill_mode must be 'nes' or 'iid', got {self.pill_mode!r}")
+        positive = ("envs", "steps", "filters", "layers", "batch_size", "buffer_size", "train_every")
+        positive += ("target_every", "eps_decay_steps", "log_every", "checkpoint_every", "max_pills")
+        for name in positive:
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
+                raise ValueError(f"DQNConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not (0 <= self.gamma <= 1 and self.lr > 0 and 0 <= self.eps_end <= self.eps_start <= 1):
+            raise ValueError("DQNConfig: need 0 <= gamma <= 1, lr > 0 and 0 <= eps_end <= eps_start <= 1")
+        if self.learning_starts < self.batch_size:
+            raise ValueError(f"DQNConfig.learning_starts must be >= batch_size ({self.batch_size})")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DQNConfig:
+        """Missing keys take the defaults; unknown keys are an error (a typo must not pass silently)."""
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"DQNConfig: unknown keys {unknown}")
+        return cls(**d)
+
+
+class QNet(nn.Module):
+    """planes float[B, 18, 8, 16] -> Q float[B, 512] (slot r * 128 + x * 16 + y).
+
+    Before the convolutions it adds 2 fixed planes computed from the 18: where the board holds the
+    colour of the pill's left half, and of its right half. A placement is worth something when its
+    colours meet their own; these planes make that a linear function, where the raw planes need
+    a product of a cell's colour and the pill's, which plain Q-learning found slowly."""
+
+    def __init__(self, filters: int = 16, layers: int = 3) -> None:
+        super().__init__()
+        convs: list[nn.Module] = []
+        for i in range(layers):
+            convs += [nn.Conv2d(N_PLANES + 2 if i == 0 else filters, filters, 3, padding=1), nn.ReLU()]
+        self.trunk = nn.Sequential(*convs)
+        self.local = nn.Conv2d(filters, 4, 1)  # per placement: the 4 rotations at each cell
+        self.board = nn.Linear(filters * K.WIDTH * K.HEIGHT, 1)  # per board, added to every slot
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        colour = x[:, 0:3] + x[:, 3:6] + x[:, 6:9] + x[:, 9:12]  # [B, 3, 8, 16]: any cell of each colour
+        left = (colour * x[:, 12:15, :1, :1]).sum(1, keepdim=True)  # [B, 1, 8, 16]
+        right = (colour * x[:, 15:18, :1, :1]).sum(1, keepdim=True)
+        h = self.trunk(torch.cat([x, left, right], 1))
+        return (self.local(h) + self.board(h.flatten(1))[:, :, None, None]).flatten(1)
+
+
+def epsilon(step: int, cfg: DQNConfig) -> float:
+    """Linear decay from eps_start to eps_end over eps_decay_steps transitions, then constant."""
+    return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * max(0.0, 1 - step / cfg.eps_decay_steps)
+
+
+class Replay:
+    """A ring buffer of transitions in compact numpy arrays: the oldest is overwritten when full.
+
+    cells, next_cells uint8[C, 8, 16]; pill, next_pill uint8[C, 2]; move int16[C] (slot);
+    reward float32[C]; done bool[C]. `sample` draws uniformly from the filled slots.
+    """
+
+    FIELDS = ("cells", "pill", "move", "reward", "next_cells", "next_pill", "done")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.pos, self.size = capacity, 0, 0
+        self.cells = np.zeros((capacity, K.WIDTH, K.HEIGHT), np.uint8)
+        self.pill = np.zeros((capacity, 2), np.uint8)
+        self.move = np.zeros(capacity, np.int16)
+        self.reward = np.zeros(capacity, np.float32)
+        self.next_cells = np.zeros((capacity, K.WIDTH, K.HEIGHT), np.uint8)
+        self.next_pill = np.zeros((capacity, 2), np.uint8)
+        self.done = np.zeros(capacity, bool)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, **batch: np.ndarray) -> None:
+        """Append n transitions: one array per field, first axis n (n may exceed the capacity)."""
+        n = len(batch["move"])
+        idx = (self.pos + np.arange(n)) % self.capacity
+        for name in self.FIELDS:
+            getattr(self, name)[idx] = batch[name]
+        self.pos = int((self.pos + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """n transitions drawn uniformly (with replacement) from the filled slots."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay memory")
+        idx = rng.integers(0, self.size, n)
+        return {name: getattr(self, name)[idx] for name in self.FIELDS}
+
+    def state_dict(self) -> dict:
+        return {"capacity": self.capacity, "pos": self.pos, "size": self.size} | {
+            name: torch.from_numpy(getattr(self, name)[: self.size].copy()) for name in self.FIELDS
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["capacity"] != self.capacity:
+            raise ValueError(f"replay memory of capacity {state['capacity']} cannot load into {self.capacity}")
+        self.pos, self.size = int(state["pos"]), int(state["size"])
+        for name in self.FIELDS:
+            getattr(self, name)[: self.size] = state[name].numpy()
+
+
+# The 6 permutations of (red, yellow, blue); index 0 (empty or no pill) maps to itself.
+PERMUTATIONS = np.array([[0, *p] for p in ((1, 2, 3), (1, 3, 2), (2, 1, 3), (2, 3, 1), (3, 1, 2), (3, 2, 1))], np.uint8)
+# CODE_PERMUTED[k, code]: a cell code with its colour permuted by PERMUTATIONS[k] (the shape kept)
+CODE_PERMUTED = (np.arange(256, dtype=np.uint8)[None] & 0xFC) | PERMUTATIONS[:, np.arange(256) & 3]
+
+
+def permute_colours(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A copy of a replay batch with one random colour permutation per transition. Dr. Mario is
+    symmetric under renaming the colours (the moves, rewards and legality do not change), so this
+    shows the network each situation in all 6 colourings."""
+    k = rng.integers(0, len(PERMUTATIONS), len(batch["move"]))
+    out = dict(batch)
+    for name in ("cells", "next_cells"):
+        out[name] = CODE_PERMUTED[k[:, None, None], batch[name]]
+    for name in ("pill", "next_pill"):
+        out[name] = PERMUTATIONS[k[:, None], batch[name]]
+    return out
+
+
+def masked_q(
+    net: nn.Module, cells: np.ndarray, pills: np.ndarray, legal: np.ndarray, device: torch.device | str
+) -> torch.Tensor:
+    """Q float[N, 512] with illegal slots at -inf (cells uint8[N, 8, 16], pills uint8[N, 2], legal uint8[N, 512])."""
+    x = planes_torch(torch.from_numpy(np.ascontiguousarray(cells)), torch.from_numpy(np.ascontiguousarray(pills)))
+    q = net(x.to(device))
+    return q.masked_fill(torch.from_numpy(legal == 0).to(device), float("-inf"))
+
+
+@torch.no_grad()
+def q_targets(
+    target: nn.Module,
+    batch: dict[str, np.ndarray],
+    cfg: DQNConfig,
+    device: torch.device | str,
+    online: nn.Module | None = None,
+) -> torch.Tensor:
+    """Bootstrap targets float[B]: r + gamma * (1 - done) * V(s').
+
+    expected: V(s') = sum_p prob_p * max_a' Q_target(s', p, a') over the 9 pills (9 * B positions in
+    one call); sampled: V(s') = max_a' Q_target(s', next_pill, a'). With online (double DQN) the
+    online network picks a' and the target network values it. A pill with no legal move counts 0.
+    """
+    reward = torch.from_numpy(batch["reward"]).to(device)
+    value = torch.zeros_like(reward)
+    live = np.flatnonzero(~batch["done"])
+    if len(live):
+        cells = batch["next_cells"][live]
+        if cfg.next_pill == "expected":
+            legal = np.empty((len(live), 9, SLOTS), np.uint8)
+            legal_slots_all_pills(cells, legal)
+            cells, pills, legal = np.repeat(cells, 9, axis=0), np.tile(PILLS, (len(live), 1)), legal.reshape(-1, SLOTS)
+        else:
+            pills = batch["next_pill"][live]
+            legal = np.empty((len(live), SLOTS), np.uint8)
+            legal_slots(cells, pills, legal)
+        q = masked_q(target, cells, pills, legal, device)
+        if online is not None:
+            best = masked_q(online, cells, pills, legal, device).argmax(dim=1, keepdim=True)
+            v = q.gather(1, best).squeeze(1)
+        else:
+            v = q.max(dim=1).values
+        v = torch.where(torch.isfinite(v), v, torch.zeros_like(v))  # no legal move: nothing more to gain
+        if cfg.next_pill == "expected":
+            probs = torch.as_tensor(check_pill_probs(cfg.pill_probs, "DQNConfig"), dtype=v.dtype, device=device)
+            v = v.view(len(live), 9) @ probs
+        value[torch.from_numpy(live).to(device)] = v
+    return reward + cfg.gamma * value
+
+
+def td_loss(
+    q: nn.Module, target: nn.Module, batch: dict[str, np.ndarray], cfg: DQNConfig, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, mean Q(s, a)) of a mini-batch: Huber (or squared) error of Q(s, a) against `q_targets`."""
+    y = q_targets(target, batch, cfg, device, q if cfg.double else None)
+    x = planes_torch(torch.from_numpy(batch["cells"]), torch.from_numpy(batch["pill"])).to(device)
+    qa = q(x).gather(1, torch.from_numpy(batch["move"].astype(np.int64)).to(device)[:, None]).squeeze(1)
+    loss = F.smooth_l1_loss(qa, y) if cfg.huber else F.mse_loss(qa, y)
+    return loss, qa.detach().mean()
+
+
+class DQNAgent:
+    """Greedy play (or epsilon-greedy) from a Q-network; implements the `Agent` protocol."""
+
+    def __init__(self, net: QNet, *, name: str = "dqn", device: str = "cpu", epsilon: float = 0.0) -> None:
+        self.net, self.name, self.epsilon = net.to(resolve_device(device)).eval(), name, epsilon
+        self.device = next(net.parameters()).device
+
+    @classmethod
+    def load(cls, path: str | Path, *, name: str = "dqn", device: str = "cpu", epsilon: float = 0.0) -> DQNAgent:
+        """From any checkpoint of `train_dqn` (latest.pt or step-N.pt)."""
+        state = read_state(path, "dqn")
+        cfg = DQNConfig.from_dict(state["config"])
+        net = QNet(cfg.filters, cfg.layers)
+        try:
+            net.load_state_dict(state["q"])
+        except RuntimeError as e:
+            raise CheckpointError(f"checkpoint {path}: weights do not fit its configuration: {e}") from e
+        return cls(net, name=name, device=device, epsilon=epsilon)
+
+    @torch.no_grad()
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        cells = np.stack([p.cells for p in positions])
+        pills = np.array([(p.pill.left, p.pill.right) for p in positions], np.uint8)
+        legal = np.empty((len(positions), SLOTS), np.uint8)
+        legal_slots(cells, pills, legal)
+        q = masked_q(self.net, cells, pills, legal, self.device).cpu().numpy()
+        out = []
+        for i, seed in enumerate(seeds):
+            slot = int(np.argmax(q[i]))
+            if self.epsilon > 0:
+                rng = np.random.default_rng(seed)
+                if rng.random() < self.epsilon:
+                    slot = int(rng.choice(np.flatnonzero(legal[i])))
+            out.append(Decision(Move(*slot_move(slot)), None, float(q[i, slot])))
+        return out
+
+
+@dataclass
+class DQNResult:
+    step: int  # transitions
+    updates: int
+    games: int
+    run_dir: Path
+    metrics: Path
+    checkpoint: Path | None  # latest.pt
+    time_s: float
+    stopped: str | None = None  # why training stopped early (a non-finite loss), or None
+    last: dict = field(default_factory=dict)  # the last metrics.csv row
+
+
+class _Slot:
+    """One game in progress and what it has earned so far."""
+
+    def __init__(self, seed: int, level: int, cfg: DQNConfig, moves: Sequence = (), reward: float = 0.0) -> None:
+        self.game = Game(seed, level, pill_mode=cfg.pill_mode, stall_limit=cfg.stall_limit)
+        for m in moves:  # resuming: replay the moves made before the checkpoint
+            self.game.play(Move(*m))
+        self.reward = reward
+
+    def state(self) -> dict:
+        g = self.game
+        return {"seed": g.seed, "level": g.level, "moves": [list(m) for m in g.moves], "reward": self.reward}
+
+
+def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
+    """Train (or continue) a DQN player in run_dir; see the module docstring."""
+    run_dir = Path(run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    latest, metrics = ckpt_dir / "latest.pt", MetricsCSV(run_dir / "metrics.csv", COLUMNS)
+    device = resolve_device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    q = QNet(cfg.filters, cfg.layers).to(device)
+    target = copy.deepcopy(q)
+    opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
+    replay = Replay(cfg.buffer_size)
+    step = updates = games = 0
+    elapsed = 0.0
+    if latest.exists():
+        ck = read_state(latest, "dqn")
+        check_resume(ck["config"], cfg.to_dict(), latest, RESUMABLE)
+        q.load_state_dict(ck["q"])
+        target.load_state_dict(ck["target"])
+        opt.load_state_dict(ck["optimizer"])
+        replay.load_state_dict(ck["replay"])
+        step, updates, games, elapsed = ck["step"], ck["updates"], ck["games"], ck["time_s"]
+        rng.bit_generator.state = ck["rng"]["numpy"]
+        torch.set_rng_state(ck["rng"]["torch"])
+        slots = [_Slot(s["seed"], s["level"], cfg, s["moves"], s["reward"]) for s in ck["slots"]]
+    else:
+        slots = [_Slot(*draw_game(rng, cfg.levels), cfg) for _ in range(cfg.envs)]
+    metrics.truncate(step)
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+
+    def checkpoint() -> Path:
+        agent = {"kind": "dqn", "config": cfg.to_dict(), "q": q.state_dict(), "step": step}
+        save_checkpoint(ckpt_dir / f"step-{step:08d}.pt", agent)
+        prune(ckpt_dir, cfg.keep_checkpoints)
+        full = agent | {
+            "target": target.state_dict(),
+            "optimizer": opt.state_dict(),
+            "replay": replay.state_dict(),
+            "updates": updates,
+            "games": games,
+            "time_s": time.perf_counter() - t0,
+            "rng": {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state()},
+            "slots": [s.state() for s in slots],
+        }
+        return save_checkpoint(latest, full)
+
+    t0 = time.perf_counter() - elapsed
+    win = {"t": time.perf_counter(), "step": step, "updates": updates, "loss": [], "q": [], "games": []}
+    path, stopped, last = (latest if latest.exists() else None), None, {}
+    next_log = (step // cfg.log_every + 1) * cfg.log_every
+    next_ckpt = (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+    bar = tqdm(total=cfg.steps, initial=step, desc="dqn", disable=not cfg.progress, dynamic_ncols=True)
+    while step < cfg.steps:
+        # act: one batched forward over the games in progress, epsilon-greedy among legal slots
+        cells = np.stack([s.game._cells for s in slots])
+        pills = np.array([(s.game.pill.left, s.game.pill.right) for s in slots], np.uint8)
+        legal = np.empty((len(slots), SLOTS), np.uint8)
+        legal_slots(cells, pills, legal)
+        with torch.no_grad():
+            chosen = masked_q(q, cells, pills, legal, device).argmax(dim=1).cpu().numpy()
+        explore = rng.random(len(slots)) < epsilon(step, cfg)
+        uniform = np.argmax(rng.random(legal.shape) * legal, axis=1)  # a uniform legal slot per game
+        chosen = np.where(explore, uniform, chosen)
+        reward = np.zeros(len(slots), np.float32)
+        done = np.zeros(len(slots), bool)
+        next_cells, next_pills = np.empty_like(cells), np.empty_like(pills)
+        for i, s in enumerate(slots):
+            result = s.game.play(Move(*slot_move(chosen[i])))
+            reward[i] = cfg.reward_virus * result.viruses_cleared
+            reward[i] += cfg.reward_win * result.won + cfg.reward_topout * result.topped_out
+            done[i] = result.won or result.topped_out
+            next_cells[i], next_pills[i] = s.game._cells, (s.game.pill.left, s.game.pill.right)
+            s.reward += float(reward[i])
+            if s.game.over or s.game.pills_used >= cfg.max_pills:
+                win["games"].append((s.reward, s.game.viruses_cleared, s.game.outcome == "won"))
+                games += 1
+                slots[i] = _Slot(*draw_game(rng, cfg.levels), cfg)
+        transition = {"cells": cells, "pill": pills, "move": chosen, "reward": reward, "done": done}
+        replay.add(**transition, next_cells=next_cells, next_pill=next_pills)
+        step += len(slots)
+        bar.update(len(slots))
+        # learn: one update per train_every transitions once learning_starts are in memory
+        while step >= cfg.learning_starts and updates < (step - cfg.learning_starts) // cfg.train_every + 1:
+            batch = replay.sample(cfg.batch_size, rng)
+            loss, qa = td_loss(q, target, permute_colours(batch, rng) if cfg.augment else batch, cfg, device)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                nn.utils.clip_grad_norm_(q.parameters(), cfg.grad_clip)
+            opt.step()
+            updates += 1
+            win["loss"].append(loss.detach())
+            win["q"].append(qa)
+            if updates % cfg.target_every == 0:
+                target.load_state_dict(q.state_dict())
+        if step >= next_log or step >= next_ckpt or step >= cfg.steps:
+            last = _log(metrics, win, step, updates, games, time.perf_counter() - t0, epsilon(step, cfg), cfg)
+            bar.set_postfix(loss=f"{last['loss']:.3g}", viruses=f"{last['viruses_per_game']:.2f}")
+            next_log = (step // cfg.log_every + 1) * cfg.log_every
+            if win["loss"] and not np.isfinite(last["loss"]):
+                stopped = f"step {step}: non-finite loss; training stopped; the last checkpoint is {path}"
+                break
+            win = {"t": time.perf_counter(), "step": step, "updates": updates, "loss": [], "q": [], "games": []}
+        if step >= next_ckpt or step >= cfg.steps:
+            path = checkpoint()
+            next_ckpt = (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+    bar.close()
+    if stopped:
+        tqdm.write(stopped)
+    return DQNResult(step, updates, games, run_dir, metrics.path, path, time.perf_counter() - t0, stopped, last)
+
+
+def _log(metrics: MetricsCSV, win: dict, step, updates, games, time_s, eps, cfg: DQNConfig) -> dict:
+    """Write one metrics.csv row about the window since the last one; returns it."""
+    dt = max(time.perf_counter() - win["t"], 1e-9)
+    done = np.array(win["games"], np.float64).reshape(-1, 3)
+    loss = float(torch.stack(win["loss"]).mean()) if win["loss"] else float("nan")
+    row = {
+        "step": step,
+        "updates": updates,
+        "games": games,
+        "time_s": round(time_s, 3),
+        "split": "train",  # for drmario.viz.read_metrics / plot_curves
+        "epsilon": round(eps, 5),
+        "lr": cfg.lr,
+        "loss": loss,
+        "q_mean": float(torch.stack(win["q"]).mean()) if win["q"] else float("nan"),
+        "mean_reward": float(done[:, 0].mean()) if len(done) else float("nan"),
+        "viruses_per_game": float(done[:, 1].mean()) if len(done) else float("nan"),
+        "clear_rate": float(done[:, 2].mean()) if len(done) else float("nan"),
+        "samples_per_s": round((updates - win["updates"]) * cfg.batch_size / dt, 1),
+        "steps_per_s": round((step - win["step"]) / dt, 1),
+    }
+    metrics.append(row)
+    return row

@@ -1,0 +1,382 @@
+"""A TD-Gammon-style learner with a shallow search (design note 004), for Dr. Mario.
+
+Value network: board features (`features.FEATURES`, 23 numbers) -> one hidden layer of sigmoid units
+(`hidden`, default 40, as in the note) -> a sigmoid output V in (0, 1), the value of a board whose
+next pill is not yet known. The note's net has 2 outputs (each player's chances); one player needs
+one. What V estimates (`value`):
+
+- ``"share"`` (default): the share of the board's viruses that will still be cleared. A win is 1, a
+  top out or stalemate ends the clearing (0, or `stalemate`). A placement that clears c of the
+  board's n viruses and leaves board b is worth ``(c + (n - c) * V(b)) / n``.
+- ``"win"`` (the note's): the chance of a win; a placement is worth V(b). In Dr. Mario this gets no
+  signal until wins happen, and random or untrained play never wins (0 wins in 1,000 random games at
+  levels 0-5, without a stall limit), so the search alone has to find the first ones.
+
+Search (the note's depth-2 minimax becomes a depth-2 expectimax, the opponent being the random pill):
+a placement's board b is terminal (a win is worth `win`, a top out `topout`, a stalemate
+`stalemate`) or is valued ``sum_p prob_p * max_a' value(p at a' on b)`` over the 9 next pills.
+Every first-ply placement is valued by the network first (1 ply), and only the `top_k` best of them
+are searched to the second ply (all with top_k = 0); the move is the best of those (terminal
+placements compete with their exact values). The engine kernels place and resolve every child
+(`features.expand`, numba), and a compiled copy of the network values them all in one call.
+
+Learning, as in the note: after each decision, one plain SGD step (in-game rate `lr_game`) on
+0.5 * (V - target)^2 moves V(current board) toward the searched value of the chosen placement; at
+the end of a game one step (after-game rate `lr_after`) moves V(final board) toward the outcome: 1
+for a win, 0 for a top out and `stalemate` (default 0) for a stalemate. The rules count a stalemate
+like a win for the main network; here that would teach the search to stall on purpose, so it is a
+parameter. Games cut by `max_pills` get no final step. Unlike the note (self-play of a two-player
+game, 500,000 games, the first half counting only "path" wins) there is no opponent and no
+curriculum of outcomes; training levels are drawn from `levels`, and no exploration is added (the
+random pills vary the games, as dice did for TD-Gammon).
+
+`train_td(cfg, run_dir)` writes config.json, metrics.csv and checkpoints/{latest,step-N}.pt between
+games (so a resumed run continues exactly); `TDAgent.load(path)` plays from any checkpoint.
+metrics.csv, one row per `log_every` games: step (decisions, i.e. in-game updates), games, time_s,
+split ("train", for `drmario.viz`), lr and lr_after, loss (mean squared TD error of the in-game
+updates since the last row), mean_outcome, viruses_per_game and clear_rate (games since the last
+row), samples_per_s (decisions per second) and positions_per_s (boards valued per second).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .. import kernels as K
+from ..agents import Decision
+from ..board import Move
+from ..game import DEFAULT_STALL_LIMIT, Game, Outcome
+from ..net import CheckpointError, save_checkpoint
+from ..search import Position
+from ..train import resolve_device
+from .common import PILLS, MetricsCSV, check_levels, check_pill_probs, check_resume, draw_game, prune, read_state
+from .features import N_FEATURES, board_features, expand, mlp_values
+
+COLUMNS = ("step", "games", "time_s", "split", "lr", "lr_after", "loss", "mean_outcome", "viruses_per_game")
+COLUMNS += ("clear_rate", "samples_per_s", "positions_per_s")
+RESUMABLE = {"games", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
+
+
+@dataclass
+class TDConfig:
+    """Every setting of a TD run (saved in config.json and in every checkpoint)."""
+
+    seed: int = 0  # network initialisation and the training games
+    levels: tuple[int, ...] = tuple(range(21))  # training games: a level drawn uniformly from these
+    pill_mode: str = "nes"
+    stall_limit: int | None = DEFAULT_STALL_LIMIT  # in the games and inside the search
+    max_pills: int = 400  # a training game is cut after this many pills (no final update then)
+    games: int = 300  # training games in the whole run
+    hidden: int = 40  # hidden sigmoid units
+    lr_game: float = 0.005  # in-game learning rate (TD step toward the chosen successor's value)
+    lr_after: float = 0.01  # after-game learning rate (step toward the outcome)
+    win: float = 1.0  # outcome values, in [0, 1] like the sigmoid output
+    topout: float = 0.0
+    stalemate: float = 0.0
+    value: Literal["share", "win"] = "share"  # what V estimates (module docstring)
+    depth: int = 2  # 1: value of the board after each placement; 2: expectimax over the next pill
+    top_k: int = 6  # first-ply placements searched to the second ply (best by 1-ply value); 0: all
+    pill_probs: tuple[float, ...] | None = None  # of the 9 pills; None: uniform
+    log_every: int = 10  # games between metrics.csv rows
+    checkpoint_every: int = 100  # games between checkpoints (and one at the end)
+    keep_checkpoints: int = 0  # step-*.pt files kept (0: all)
+    device: str = "cpu"  # a 40-unit net is fastest on the CPU
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.levels = check_levels(self.levels, "TDConfig")
+        if self.pill_probs is not None:
+            self.pill_probs = tuple(float(p) for p in self.pill_probs)
+        check_pill_probs(self.pill_probs, "TDConfig")
+        if self.value not in ("share", "win"):
+            raise ValueError(f"TDConfig.value must be 'share' or 'win', got {self.value!r}")
+        if self.depth not in (1, 2):
+            raise ValueError(f"TDConfig.depth must be 1 or 2, got {self.depth!r}")
+        for name in ("games", "hidden", "max_pills", "log_every", "checkpoint_every"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
+                raise ValueError(f"TDConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.top_k < 0 or self.lr_game < 0 or self.lr_after < 0:
+            raise ValueError("TDConfig: need top_k >= 0, lr_game >= 0 and lr_after >= 0")
+        if not all(0 <= v <= 1 for v in (self.win, self.topout, self.stalemate)):
+            raise ValueError("TDConfig: the outcome values win, topout, stalemate must be in [0, 1]")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TDConfig:
+        """Missing keys take the defaults; unknown keys are an error."""
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"TDConfig: unknown keys {unknown}")
+        return cls(**d)
+
+
+class ValueNet(nn.Module):
+    """features float[B, N_FEATURES] -> value float[B] in (0, 1); one hidden sigmoid layer."""
+
+    def __init__(self, hidden: int = 40) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(N_FEATURES, hidden)
+        self.out = nn.Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.out(torch.sigmoid(self.hidden(x)))).squeeze(-1)
+
+    def numpy_weights(self) -> tuple[np.ndarray, ...]:
+        """(w1 float32[H, F], b1 [H], w2 [H], b2 [1]) for `features.mlp_values`."""
+        w = (self.hidden.weight, self.hidden.bias, self.out.weight[0], self.out.bias)
+        return tuple(np.ascontiguousarray(p.detach().float().cpu().numpy()) for p in w)
+
+
+def td_update(net: ValueNet, features: np.ndarray, target: float, lr: float) -> float:
+    """One plain SGD step on 0.5 * (V(features) - target)^2 (features float32[N_FEATURES]), i.e.
+    every parameter moves by -lr * (V - target) * dV/dparameter. Returns V before the step."""
+    net.zero_grad(set_to_none=True)
+    device = next(net.parameters()).device
+    v = net(torch.from_numpy(features[None]).to(device))[0]
+    (0.5 * (v - target) ** 2).backward()
+    with torch.no_grad():
+        for p in net.parameters():
+            p -= lr * p.grad
+    return float(v.detach())
+
+
+class Children(NamedTuple):
+    """The output of one `features.expand` call, T children (see there for the fields)."""
+
+    boards: np.ndarray  # uint8[T, 8, 16]
+    feats: np.ndarray  # float32[T, N_FEATURES]
+    parent: np.ndarray  # int64[T]
+    pill: np.ndarray  # int64[T]
+    moves: np.ndarray  # int8[T, 3]
+    outcome: np.ndarray  # int8[T]
+    info: np.ndarray  # int64[T, 3]: stall counter after, viruses cleared, viruses left
+
+
+class _Expander:
+    """`features.expand` with reusable output buffers (grown when a call needs more)."""
+
+    def __init__(self) -> None:
+        self.capacity = 0
+
+    def __call__(self, boards: np.ndarray, stalls: np.ndarray, pills: np.ndarray, stall_limit: int) -> Children:
+        need = len(boards) * len(pills) * K.MAX_MOVES
+        if need > self.capacity:
+            self.capacity = need
+            self.buf = Children(
+                np.empty((need, K.WIDTH, K.HEIGHT), np.uint8),
+                np.empty((need, N_FEATURES), np.float32),
+                np.empty(need, np.int64),
+                np.empty(need, np.int64),
+                np.empty((need, 3), np.int8),
+                np.empty(need, np.int8),
+                np.empty((need, 3), np.int64),
+            )
+        t = expand(np.ascontiguousarray(boards), np.asarray(stalls, np.int64), pills, stall_limit, *self.buf)
+        return Children(*(a[:t] for a in self.buf))
+
+
+class TDSearch(NamedTuple):
+    moves: np.ndarray  # int8[n, 3] canonical legal moves (r, x, y)
+    values: np.ndarray  # float64[n]: exact for terminal placements, 2-ply for searched ones, else 1-ply
+    candidates: np.ndarray  # bool[n]: the placements the choice is made among
+    best: int  # index of the chosen move
+    positions: int  # boards valued by the network
+
+
+def _board_values(weights: tuple[np.ndarray, ...], kids: Children, cfg: TDConfig) -> np.ndarray:
+    """float64[T]: the value of each child board: the network's, or the exact outcome if terminal."""
+    v = np.empty(len(kids.feats))
+    mlp_values(kids.feats, *weights, v)
+    exact = np.array([0.0, cfg.win, cfg.topout, cfg.stalemate])  # indexed by RUNNING, WON, TOPPED_OUT, STALEMATE
+    return np.where(kids.outcome == K.RUNNING, v, exact[kids.outcome])
+
+
+def _move_values(board_values: np.ndarray, kids: Children, cfg: TDConfig) -> np.ndarray:
+    """float64[T]: each placement's value for the player at its parent board. "win": the child's
+    value; "share": (viruses it clears + viruses left * the child's value) / the parent's viruses."""
+    if cfg.value == "win":
+        return board_values
+    cleared, left = kids.info[:, 1], kids.info[:, 2]
+    return (cleared + left * board_values) / np.maximum(cleared + left, 1)
+
+
+def td_search(
+    net: ValueNet, cells: np.ndarray, pill: np.ndarray, stall: int, cfg: TDConfig, expander: _Expander | None = None
+) -> TDSearch:
+    """The shallow search of one position: cells uint8[8, 16], pill uint8[2] (left, right colours)."""
+    expander = expander or _Expander()
+    weights = net.numpy_weights()
+    limit = cfg.stall_limit or 0
+    one = expander(cells[None], [stall], np.asarray(pill, np.uint8).reshape(1, 2), limit)
+    if len(one.moves) == 0:
+        raise ValueError("TD search of a position with no legal move (a spawn cell is occupied)")
+    one = Children(*(a.copy() for a in one))  # the buffers are reused by the second ply
+    boards = _board_values(weights, one, cfg)
+    values = _move_values(boards, one, cfg)
+    running = one.outcome == K.RUNNING
+    candidates, positions = np.ones(len(values), bool), int(running.sum())
+    if cfg.depth == 2 and running.any():
+        order = np.flatnonzero(running)[np.argsort(-values[running], kind="stable")]
+        top = order[: cfg.top_k] if cfg.top_k else order
+        two = expander(one.boards[top], one.info[top, 0], PILLS, limit)
+        v2 = _move_values(_board_values(weights, two, cfg), two, cfg)
+        positions += int((two.outcome == K.RUNNING).sum())
+        group = two.parent * len(PILLS) + two.pill  # children come grouped by (board, pill)
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        best = np.full(len(top) * len(PILLS), cfg.topout)  # a pill with no legal move: a top out
+        best[group[starts]] = np.maximum.reduceat(v2, starts)
+        boards[top] = best.reshape(len(top), len(PILLS)) @ check_pill_probs(cfg.pill_probs, "TDConfig")
+        values = _move_values(boards, one, cfg)
+        candidates = ~running
+        candidates[top] = True
+    choice = int(np.argmax(np.where(candidates, values, -np.inf)))
+    return TDSearch(one.moves, values, candidates, choice, positions)
+
+
+def _outcome_value(game: Game, cfg: TDConfig) -> float:
+    return {Outcome.WON: cfg.win, Outcome.TOPPED_OUT: cfg.topout, Outcome.STALEMATE: cfg.stalemate}[game.outcome]
+
+
+class TDAgent:
+    """Plays by `td_search` with a trained value network; implements the `Agent` protocol.
+    depth and top_k default to the training run's."""
+
+    def __init__(self, net: ValueNet, cfg: TDConfig | None = None, *, name: str = "td", **search) -> None:
+        self.net, self.name = net.eval(), name
+        self.cfg = TDConfig.from_dict({**(cfg or TDConfig()).to_dict(), **search, "progress": False})
+        self.net.to(resolve_device(self.cfg.device))
+        self._expander = _Expander()
+
+    @classmethod
+    def load(cls, path: str | Path, *, name: str = "td", **search) -> TDAgent:
+        """From any checkpoint of `train_td`; search: depth, top_k, device, ... overrides."""
+        state = read_state(path, "td")
+        cfg = TDConfig.from_dict(state["config"])
+        net = ValueNet(cfg.hidden)
+        try:
+            net.load_state_dict(state["net"])
+        except RuntimeError as e:
+            raise CheckpointError(f"checkpoint {path}: weights do not fit its configuration: {e}") from e
+        return cls(net, cfg, name=name, **search)
+
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        out = []
+        for pos in positions:
+            pill = np.array([pos.pill.left, pos.pill.right], np.uint8)
+            res = td_search(self.net, np.ascontiguousarray(pos.cells), pill, pos.stall, self.cfg, self._expander)
+            out.append(Decision(Move(*res.moves[res.best].tolist()), None, float(res.values[res.best])))
+        return out
+
+
+@dataclass
+class TDResult:
+    step: int  # decisions (in-game updates)
+    games: int
+    run_dir: Path
+    metrics: Path
+    checkpoint: Path | None  # latest.pt
+    time_s: float
+    stopped: str | None = None  # why training stopped early (a non-finite value), or None
+    last: dict = field(default_factory=dict)  # the last metrics.csv row
+
+
+def train_td(cfg: TDConfig, run_dir: str | Path) -> TDResult:
+    """Train (or continue) a TD player in run_dir; see the module docstring."""
+    run_dir = Path(run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    latest, metrics = ckpt_dir / "latest.pt", MetricsCSV(run_dir / "metrics.csv", COLUMNS)
+    device = resolve_device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    net = ValueNet(cfg.hidden).to(device)
+    step = games = 0
+    elapsed = 0.0
+    if latest.exists():
+        ck = read_state(latest, "td")
+        check_resume(ck["config"], cfg.to_dict(), latest, RESUMABLE)
+        net.load_state_dict(ck["net"])
+        step, games, elapsed = ck["step"], ck["games"], ck["time_s"]
+        rng.bit_generator.state = ck["rng"]
+    metrics.truncate(step)
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+
+    def checkpoint() -> Path:
+        agent = {"kind": "td", "config": cfg.to_dict(), "net": net.state_dict(), "step": step, "games": games}
+        save_checkpoint(ckpt_dir / f"step-{step:08d}.pt", agent)
+        prune(ckpt_dir, cfg.keep_checkpoints)
+        return save_checkpoint(latest, agent | {"time_s": time.perf_counter() - t0, "rng": rng.bit_generator.state})
+
+    t0 = time.perf_counter() - elapsed
+    expander, feats = _Expander(), np.empty((1, N_FEATURES), np.float32)
+    win = {"t": time.perf_counter(), "step": step, "errors": [], "games": [], "positions": 0}
+    path, last, stopped = (latest if latest.exists() else None), {}, None
+    bar = tqdm(total=cfg.games, initial=games, desc="td", disable=not cfg.progress, dynamic_ncols=True)
+    while games < cfg.games:
+        game = Game(*draw_game(rng, cfg.levels), pill_mode=cfg.pill_mode, stall_limit=cfg.stall_limit)
+        while not game.over and game.pills_used < cfg.max_pills:
+            pill = np.array([game.pill.left, game.pill.right], np.uint8)
+            res = td_search(net, game._cells, pill, game.stall, cfg, expander)
+            target = float(res.values[res.best])
+            board_features(game._cells[None], feats)
+            before = td_update(net, feats[0], target, cfg.lr_game)
+            if not np.isfinite(before):
+                stopped = f"game {games + 1}, decision {step + 1}: non-finite value; the last checkpoint is {path}"
+                break
+            win["errors"].append((before - target) ** 2)
+            win["positions"] += res.positions
+            game.play(Move(*res.moves[res.best].tolist()))
+            step += 1
+        if stopped:
+            break
+        outcome = float("nan")
+        if game.over:
+            outcome = _outcome_value(game, cfg)
+            board_features(game._cells[None], feats)
+            td_update(net, feats[0], outcome, cfg.lr_after)
+        win["games"].append((outcome, game.viruses_cleared, game.outcome == Outcome.WON))
+        games += 1
+        bar.update(1)
+        if games % cfg.log_every == 0 or games % cfg.checkpoint_every == 0 or games == cfg.games:
+            last = _log(metrics, win, step, games, time.perf_counter() - t0, cfg)
+            bar.set_postfix(viruses=f"{last['viruses_per_game']:.2f}", loss=f"{last['loss']:.3g}")
+            win = {"t": time.perf_counter(), "step": step, "errors": [], "games": [], "positions": 0}
+        if games % cfg.checkpoint_every == 0 or games == cfg.games:
+            path = checkpoint()
+    bar.close()
+    if stopped:
+        tqdm.write(stopped)
+    return TDResult(step, games, run_dir, metrics.path, path, time.perf_counter() - t0, stopped, last)
+
+
+def _log(metrics: MetricsCSV, win: dict, step: int, games: int, time_s: float, cfg: TDConfig) -> dict:
+    dt = max(time.perf_counter() - win["t"], 1e-9)
+    done = np.array(win["games"], np.float64).reshape(-1, 3)
+    row = {
+        "step": step,
+        "games": games,
+        "time_s": round(time_s, 3),
+        "split": "train",  # for drmario.viz.read_metrics / plot_curves
+        "lr": cfg.lr_game,
+        "lr_after": cfg.lr_after,
+        "loss": float(np.mean(win["errors"])) if win["errors"] else float("nan"),
+        "mean_outcome": float(np.nanmean(done[:, 0])) if np.isfinite(done[:, 0]).any() else float("nan"),
+        "viruses_per_game": float(done[:, 1].mean()) if len(done) else float("nan"),
+        "clear_rate": float(done[:, 2].mean()) if len(done) else float("nan"),
+        "samples_per_s": round((step - win["step"]) / dt, 1),
+        "positions_per_s": round(win["positions"] / dt, 1),
+    }
+    metrics.append(row)
+    return row

@@ -1,4 +1,5 @@
-# drmario-kit: `make test` sets up .venv (if missing) and runs every check; `make run` runs the kit.
+# drmario-kit: `make test` sets up .venv (if missing) and runs every check (the notebook chain too);
+# `make run` runs the notebook pipeline with the CI profile into runs/demo.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Without an NVIDIA GPU, pin torch to the CPU build of 2.13.0 (any other version downloads CUDA).
 TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
 
-.PHONY: install test lint format run bench clean
+.PHONY: install test lint format run data bench clean
 
 install: $(STAMP)
 
@@ -27,8 +28,13 @@ format: install
 test: lint
 	$(BIN)/python -m pytest
 
+# The notebook pipeline (01 round-0 data -> 02 training -> 03 analysis) with the small CPU profile.
 run: install
-	$(BIN)/python -m drmario play --seed 1234 --level 5
+	$(BIN)/python -m drmario pipeline --profile params/ci.yaml --run-dir runs/demo
+
+# Remake the committed sample: data/round0-sample (round-0 examples) and data/eval_games.json.
+data: install
+	$(BIN)/python -c "from drmario.pipeline import make_sample_data; make_sample_data('data')"
 
 bench: install
 	$(BIN)/python bench/engine.py

@@ -98,6 +98,89 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_settings(path: str | None, overrides: list[str]) -> dict:
+    """Settings from a YAML or JSON file (or none), then ``key=value`` overrides with dotted keys
+    into nested settings (``net.filters=16``); values are read as YAML (``500``, ``true``, ``[0, 4]``)."""
+    from pathlib import Path
+
+    import yaml
+
+    settings: dict = {}
+    if path:
+        try:
+            settings = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ValueError(f"{path}: cannot read the settings: {e}") from e
+        if not isinstance(settings, dict):
+            raise ValueError(f"{path}: expected a mapping of settings, got {type(settings).__name__}")
+    for text in overrides:
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {text!r}: expected key=value, e.g. steps=500 or net.filters=16")
+        *parents, leaf = key.strip().split(".")
+        node = settings
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {text!r}: {part} is not a group of settings")
+        try:
+            node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ValueError(f"--set {text!r}: the value is not valid YAML: {e}") from e
+    return settings
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train (or continue training) a network on example files in a run directory. Exit status 3
+    when training stopped early (e.g. a non-finite loss), 2 for bad settings or data."""
+    import json
+    from pathlib import Path
+
+    from .files import write_atomic
+    from .pipeline import result_to_json
+    from .train import TrainConfig, train
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    settings = _read_settings(args.config, args.set or [])
+    if args.data:
+        settings["data"] = args.data
+    if args.no_progress:
+        settings["progress"] = False
+    cfg = TrainConfig.from_dict(settings)
+    try:
+        result = train(cfg, args.run_dir)
+    except FileNotFoundError as e:
+        print(f"drmario train: error: {e}", file=sys.stderr)
+        return 2
+    write_atomic(Path(args.run_dir) / "train_result.json", json.dumps(result_to_json(result), indent=1) + "\n")
+    print(f"step {result.step}: train {result.train}, test {result.test}; checkpoint {result.checkpoint}")
+    if result.stopped:
+        print(f"drmario train: stopped early: {result.stopped}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    """Run the notebooks with papermill into a run directory: 01 round-0 data -> 02 training ->
+    03 analysis, then 04 self-play with the newest network -> 02 -> 03 for each further round.
+    Resumes an interrupted run; refuses a run directory made with other settings."""
+    from .pipeline import PipelineError, run_pipeline
+
+    try:
+        steps = run_pipeline(
+            args.profile, args.run_dir, rounds=args.rounds, overrides=args.set or [], progress=not args.no_progress
+        )
+    except PipelineError as e:
+        print(f"drmario pipeline: error: {e}", file=sys.stderr)
+        return 1
+    run_dir = steps[0].output.parent.parent
+    print(f"done: {run_dir} (executed notebooks in {run_dir / 'notebooks'})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="drmario", description="drmario-kit: Dr. Mario AlphaZero-style")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -139,6 +222,29 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--stall-limit", type=int, default=20, help="0: no stalemates")
     ev.add_argument("--out", help="write the table as CSV")
     ev.set_defaults(func=cmd_evaluate)
+
+    tr = sub.add_parser("train", help=cmd_train.__doc__, description=cmd_train.__doc__)
+    tr.add_argument("run_dir", help="run directory (continues the run there, if any)")
+    tr.add_argument("data", nargs="*", help="example files or folders (replace the settings' data)")
+    tr.add_argument("--config", help="TrainConfig settings, YAML or JSON (missing keys: defaults)")
+    tr.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="a setting, e.g. steps=500 or net.filters=16 (repeatable)"
+    )
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tr.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default, every core)")
+    tr.set_defaults(func=cmd_train)
+
+    pipe = sub.add_parser("pipeline", help=cmd_pipeline.__doc__, description=cmd_pipeline.__doc__)
+    pipe.add_argument("--profile", default="params/ci.yaml", help="parameter profile (default params/ci.yaml)")
+    pipe.add_argument("--run-dir", help="run directory (default runs/<profile name>)")
+    pipe.add_argument(
+        "--rounds", type=int, default=1, help="training rounds: 1 is 01 -> 02 -> 03; each more adds 04 -> 02 -> 03"
+    )
+    pipe.add_argument(
+        "--set", action="append", metavar="SECTION.PARAM=VALUE", help="override a profile value, e.g. train.steps=500"
+    )
+    pipe.add_argument("--no-progress", action="store_true", help="no progress bars")
+    pipe.set_defaults(func=cmd_pipeline)
     return parser
 
 

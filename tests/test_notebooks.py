@@ -1,0 +1,250 @@
+"""The notebook pipeline: committed notebooks are clean, profiles fit the notebooks, the CI profile
+runs the whole chain (01 -> 02 -> 03 -> 04 -> 02 -> 03) and leaves what it should, every notebook
+runs on its own with its default parameters (nbval), and the `train` and `pipeline` commands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+
+from drmario import pipeline as P
+from drmario.__main__ import main
+from drmario.arena import load_games
+from drmario.dataset import load_examples
+from drmario.examples import read_examples
+from drmario.net import load_player
+from drmario.pipeline import ParameterCheck, ParameterError
+from drmario.selfplay import SelfPlayConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHAIN = [ROOT / "notebooks" / f"{stem}.ipynb" for stem in P.SECTIONS.values()]
+PROFILES = sorted((ROOT / "params").glob("*.yaml"))
+DATA = ROOT / "data"
+
+
+# ------------------------------------------------------------------------------------------------
+# Committed notebooks and profiles
+
+
+def test_the_chain_notebooks_exist():
+    assert all(p.is_file() for p in CHAIN), [p.name for p in CHAIN if not p.is_file()]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_notebooks_carry_no_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert "papermill" not in nb.metadata and "widgets" not in nb.metadata, "executed-notebook metadata"
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} cell {i} has outputs: strip them before committing"
+            assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_one_parameters_cell_of_annotated_literals_with_help(path):
+    nb = nbformat.read(path, as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{path.name}: {len(tagged)} cells tagged parameters"
+    lines = [ln for ln in tagged[0].source.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    params = P.notebook_parameters(path.stem, path.parent)
+    assert len(params) == len(lines), f"{path.name}: papermill cannot read every line (one '=' per line)"
+    for name, info in params.items():
+        assert info["type"] != "None", f"{path.name}: {name} has no type annotation"
+        assert info["help"], f"{path.name}: {name} has no help comment"
+    index = nb.cells.index(tagged[0])
+    assert "ParameterCheck" in nb.cells[index + 1].source, "the cell after the parameters must check them"
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
+def test_profiles_fit_the_notebooks(path):
+    profile = P.load_profile(path)
+    assert profile["name"] == path.stem
+    assert set(profile) == {"name", *P.SECTIONS}, "one section per notebook"
+    P.check_profile(profile)
+
+
+def test_profile_values_are_checked_against_the_notebooks():
+    profile = P.load_profile(ROOT / "params" / "ci.yaml")
+    with pytest.raises(ValueError, match=r"train\.stpes: not a parameter of 02_train"):
+        P.check_profile(P.apply_overrides(profile, ["train.stpes=5"]))
+    with pytest.raises(ValueError, match=r"train\.lr = '1e-3': expected float"):
+        P.check_profile(P.apply_overrides(profile, ["train.lr='1e-3'"]))
+    with pytest.raises(ValueError, match="set by the pipeline"):
+        P.check_profile(P.apply_overrides(profile, ["train.data=[x]"]))
+
+
+def test_overrides_are_typed_and_dotted():
+    assert P.parse_override("train.steps=500") == ("train", "steps", 500)
+    assert P.parse_override("02_train.lr=0.5") == ("train", "lr", 0.5)
+    assert P.parse_override("analysis.levels=[0, 4]") == ("analysis", "levels", [0, 4])
+    assert P.parse_override("name=demo") == ("name", None, "demo")
+    for bad in ("steps=5", "train.steps", "nosuch.steps=1"):
+        with pytest.raises(ValueError):
+            P.parse_override(bad)
+
+
+def test_plan_runs_the_alphazero_loop(tmp_path):
+    steps = P.plan(P.load_profile(ROOT / "params" / "ci.yaml"), tmp_path, rounds=3)
+    assert [(s.notebook, s.round) for s in steps] == [
+        ("01_round0_data", 0),
+        ("02_train", 0),
+        ("03_analysis", 0),
+        ("04_next_round", 1),
+        ("02_train", 1),
+        ("03_analysis", 1),
+        ("04_next_round", 2),
+        ("02_train", 2),
+        ("03_analysis", 2),
+    ]
+    train2 = steps[7]
+    assert train2.parameters["data"] == [str(tmp_path / f"round{k}" / "examples") for k in range(3)]
+    assert train2.output == tmp_path / "notebooks" / "02_train-round2.ipynb"
+    assert all(s.parameters["run_dir"] == str(tmp_path) for s in steps)
+
+
+def test_parameter_check_lists_every_bad_parameter():
+    check = ParameterCheck("01_round0_data")
+    check.integer("games", "8", lo=1)
+    check.integers("levels", [0, 30], lo=0, hi=24)
+    check.choice("rollout_policy", "smart", ["random", "greedy"])
+    check.number("lr", float("nan"))
+    check.integer("ok", 3, lo=1)
+    with pytest.raises(ParameterError) as info:
+        check.done()
+    text = str(info.value)
+    assert all(name in text for name in ("games = '8'", "levels = [0, 30]", "rollout_policy = 'smart'", "lr = nan"))
+    assert "ok" not in text.replace("rollout", "")
+    with pytest.raises(ParameterError, match="01_round0_data: the parameters do not make a valid configuration"):
+        ParameterCheck("01_round0_data").config(lambda: SelfPlayConfig(levels=[30]))
+
+
+def test_sample_data_is_valid_and_made_by_the_kit():
+    selfplay = json.loads((DATA / "round0-sample" / "selfplay.json").read_text())
+    made = P.SAMPLE_SELFPLAY
+    assert {k: selfplay[k] for k in made if k != "search"} == {k: v for k, v in made.items() if k != "search"}
+    assert {k: selfplay["search"][k] for k in made["search"]} == made["search"]
+    total = 0
+    for shard in sorted((DATA / "round0-sample" / "examples").glob("*.jsonl.gz")):
+        examples, report = read_examples(shard)
+        assert report.skipped == 0
+        total += len(examples)
+    assert 200 <= total <= 1000
+    games = load_games(DATA / "eval_games.json")
+    assert len(games) == len(P.EVAL_LEVELS) * P.EVAL_GAMES_PER_LEVEL
+    assert sum(f.stat().st_size for f in DATA.rglob("*") if f.is_file() and ".cache" not in f.name) < 1_000_000
+
+
+# ------------------------------------------------------------------------------------------------
+# The command line
+
+
+def test_train_command(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", str(run), str(DATA / "round0-sample" / "examples"), "--no-progress", "--threads", "1"]
+    settings = ["steps=4", "batch_size=16", "net.filters=4", "net.blocks=0", "log_every=2", "eval_every=4"]
+    assert main(args + [x for s in settings for x in ("--set", s)]) == 0
+    result = json.loads((run / "train_result.json").read_text())
+    assert result["step"] == 4 and result["stopped"] is None
+    load_player(result["checkpoint"]).evaluate(np.zeros((1, 8, 16), np.uint8), np.ones((1, 2), np.uint8))
+    assert main(args + ["--set", "optimizr=sgd"]) == 2
+    assert "unknown keys ['optimizr']" in capsys.readouterr().err
+
+
+def test_train_command_fails_when_training_stops(tmp_path, capsys):
+    settings = ["steps=20", "batch_size=16", "net.filters=4", "net.blocks=0", "lr=1.0e+30", "optimizer=sgd"]
+    args = ["train", str(tmp_path), str(DATA / "round0-sample" / "examples"), "--no-progress", "--threads", "1"]
+    assert main(args + [x for s in settings for x in ("--set", s)]) == 3
+    assert "non-finite loss" in capsys.readouterr().err
+    assert json.loads((tmp_path / "train_result.json").read_text())["stopped"]
+
+
+# ------------------------------------------------------------------------------------------------
+# The whole chain with the CI profile
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("pipeline") / "ci"
+    P.run_pipeline(ROOT / "params" / "ci.yaml", run, rounds=2, progress=False, log=print)
+    return run
+
+
+def executed_without_errors(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    assert P.notebook_completed(path), f"{path.name} did not complete"
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.strip():
+            assert cell.execution_count is not None, f"{path.name}: a cell did not run"
+            assert not [o for o in cell.outputs if o.output_type == "error"], f"{path.name}: {cell.source[:60]}"
+
+
+@pytest.mark.slow
+def test_chain_leaves_examples_a_network_and_an_arena(chain):
+    books = sorted((chain / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in books] == sorted(
+        ["01_round0_data.ipynb", "02_train.ipynb", "03_analysis.ipynb"]
+        + ["04_next_round-round1.ipynb", "02_train-round1.ipynb", "03_analysis-round1.ipynb"]
+    )
+    for path in books:
+        executed_without_errors(path)
+    for k in (0, 1):
+        for shard in sorted((chain / f"round{k}" / "examples").glob("*.jsonl.gz")):
+            _, report = read_examples(shard)  # validates every line
+            assert report.skipped == 0 and report.examples > 0
+        player = load_player(chain / f"train{k}" / "checkpoints" / "latest.pt")
+        pred = player.evaluate(np.zeros((2, 8, 16), np.uint8), np.ones((2, 2), np.uint8))
+        assert np.isfinite(pred.won).all() and np.allclose(pred.moves.sum(axis=(1, 2, 3)), 1, atol=1e-4)
+        arena = pd.read_csv(chain / f"analysis{k}" / "arena.csv")
+        assert set(arena["agent"]) == set(P.AGENTS) and len(arena) == len(P.AGENTS) * 4  # 4 levels
+    metrics = pd.read_csv(chain / "train1" / "metrics.csv")
+    assert {"train", "test"} <= set(metrics["split"]) and np.isfinite(metrics["loss"]).all()
+    config = json.loads((chain / "train1" / "config.json").read_text())
+    assert config["data"] == [str(chain / f"round{k}" / "examples") for k in (0, 1)]  # every round's data
+    assert len(load_examples(config["data"], progress=False)) > 0
+    assert json.loads((chain / "round1" / "selfplay.json").read_text())["network"].endswith(
+        "train0/checkpoints/latest.pt"
+    )
+
+
+@pytest.mark.slow
+def test_chain_resumes_and_refuses_other_settings(chain, capsys):
+    stamps = {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
+    lines: list[str] = []
+    P.run_pipeline(ROOT / "params" / "ci.yaml", chain, rounds=2, progress=False, log=lines.append)
+    assert all("done already" in line for line in lines) and len(lines) == 6
+    assert stamps == {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
+    with pytest.raises(ValueError, match=r"holds another run \(train\.steps: 400 -> 7\)"):
+        P.run_pipeline(ROOT / "params" / "ci.yaml", chain, overrides=["train.steps=7"], progress=False)
+    args = ["pipeline", "--profile", str(ROOT / "params" / "ci.yaml"), "--run-dir", str(chain), "--no-progress"]
+    assert main(args + ["--set", "train.steps=7"]) == 2
+    assert "holds another run" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------
+# nbval: every notebook on its own, with its default parameters
+
+
+@pytest.mark.slow
+def test_notebooks_run_on_their_own_with_nbval(tmp_path):
+    """A copy of the checkout's notebooks and data, so the defaults (../data, ../runs) resolve inside
+    tmp_path; nbval runs them in order: 01, 02, then 03 and 04 on 02's network."""
+    (tmp_path / "notebooks").mkdir()
+    for path in CHAIN:
+        shutil.copy(path, tmp_path / "notebooks" / path.name)
+    shutil.copytree(DATA, tmp_path / "data", ignore=shutil.ignore_patterns("*.cache.npz"))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env"]
+    cmd += ["--nbval-cell-timeout", "600", "notebooks"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=P.child_env(), capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert (tmp_path / "runs" / "notebooks" / "round1" / "examples").is_dir()

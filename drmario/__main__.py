@@ -137,7 +137,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .files import write_atomic
-    from .pipeline import result_to_json
+    from .notebook import result_to_json
     from .train import TrainConfig, train
 
     if args.threads:
@@ -171,7 +171,12 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
     try:
         steps = run_pipeline(
-            args.profile, args.run_dir, rounds=args.rounds, overrides=args.set or [], progress=not args.no_progress
+            args.profile,
+            args.run_dir,
+            rounds=args.rounds,
+            baselines=args.baselines,
+            overrides=args.set or [],
+            progress=not args.no_progress,
         )
     except PipelineError as e:
         print(f"drmario pipeline: error: {e}", file=sys.stderr)
@@ -243,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument(
         "--set", action="append", metavar="SECTION.PARAM=VALUE", help="override a profile value, e.g. train.steps=500"
     )
+    pipe.add_argument("--baselines", action="store_true", help="finish with 05: the DQN and TD baselines")
     pipe.add_argument("--no-progress", action="store_true", help="no progress bars")
     pipe.set_defaults(func=cmd_pipeline)
     return parser

@@ -21,7 +21,7 @@ from drmario.arena import load_games
 from drmario.dataset import load_examples
 from drmario.examples import read_examples
 from drmario.net import load_player
-from drmario.pipeline import ParameterCheck, ParameterError
+from drmario.notebook import AGENTS, ParameterCheck, ParameterError
 from drmario.selfplay import SelfPlayConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +111,9 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     assert train2.parameters["data"] == [str(tmp_path / f"round{k}" / "examples") for k in range(3)]
     assert train2.output == tmp_path / "notebooks" / "02_train-round2.ipynb"
     assert all(s.parameters["run_dir"] == str(tmp_path) for s in steps)
+    *_, last = P.plan(P.load_profile(ROOT / "params" / "ci.yaml"), tmp_path, rounds=2, baselines=True)
+    assert last.notebook == "05_baselines"
+    assert last.parameters["checkpoint"] == str(tmp_path / "train1" / "checkpoints" / "latest.pt")
 
 
 def test_parameter_check_lists_every_bad_parameter():
@@ -176,7 +179,7 @@ def test_train_command_fails_when_training_stops(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("pipeline") / "ci"
-    P.run_pipeline(ROOT / "params" / "ci.yaml", run, rounds=2, progress=False, log=print)
+    P.run_pipeline(ROOT / "params" / "ci.yaml", run, rounds=2, baselines=True, progress=False, log=print)
     return run
 
 
@@ -195,6 +198,7 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
     assert [p.name for p in books] == sorted(
         ["01_round0_data.ipynb", "02_train.ipynb", "03_analysis.ipynb"]
         + ["04_next_round-round1.ipynb", "02_train-round1.ipynb", "03_analysis-round1.ipynb"]
+        + ["05_baselines.ipynb"]
     )
     for path in books:
         executed_without_errors(path)
@@ -206,7 +210,7 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
         pred = player.evaluate(np.zeros((2, 8, 16), np.uint8), np.ones((2, 2), np.uint8))
         assert np.isfinite(pred.won).all() and np.allclose(pred.moves.sum(axis=(1, 2, 3)), 1, atol=1e-4)
         arena = pd.read_csv(chain / f"analysis{k}" / "arena.csv")
-        assert set(arena["agent"]) == set(P.AGENTS) and len(arena) == len(P.AGENTS) * 4  # 4 levels
+        assert set(arena["agent"]) == set(AGENTS) and len(arena) == len(AGENTS) * 4  # 4 levels
     metrics = pd.read_csv(chain / "train1" / "metrics.csv")
     assert {"train", "test"} <= set(metrics["split"]) and np.isfinite(metrics["loss"]).all()
     config = json.loads((chain / "train1" / "config.json").read_text())
@@ -215,14 +219,16 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
     assert json.loads((chain / "round1" / "selfplay.json").read_text())["network"].endswith(
         "train0/checkpoints/latest.pt"
     )
+    baselines = pd.read_csv(chain / "baselines" / "arena.csv")
+    assert {"random", "greedy", "mcts-round0", "dqn", "td", "net+mcts"} <= set(baselines["agent"])
 
 
 @pytest.mark.slow
 def test_chain_resumes_and_refuses_other_settings(chain, capsys):
     stamps = {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
     lines: list[str] = []
-    P.run_pipeline(ROOT / "params" / "ci.yaml", chain, rounds=2, progress=False, log=lines.append)
-    assert all("done already" in line for line in lines) and len(lines) == 6
+    P.run_pipeline(ROOT / "params" / "ci.yaml", chain, rounds=2, baselines=True, progress=False, log=lines.append)
+    assert all("done already" in line for line in lines) and len(lines) == 7
     assert stamps == {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
     with pytest.raises(ValueError, match=r"holds another run \(train\.steps: 400 -> 7\)"):
         P.run_pipeline(ROOT / "params" / "ci.yaml", chain, overrides=["train.steps=7"], progress=False)

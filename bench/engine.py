@@ -14,20 +14,22 @@ from numba import njit  # noqa: E402
 
 import drmario as dm  # noqa: E402
 from drmario import kernels as K  # noqa: E402
+from drmario.agents import greedy_move  # noqa: E402
 
 
 def midgame_boards(count: int, level: int = 20, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Level-`level` boards after 5-25 pills of low random placements (debris and fewer viruses),
+    """Level-`level` boards after 10-40 pills of the one-ply greedy player (fewer viruses, debris),
     each with the pill to place next. Returns boards uint8[N, 8, 16] and pills uint8[N, 2]."""
     rng = np.random.default_rng(seed)
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
     boards, pills = [], []
     while len(boards) < count:
         game = dm.Game(int(rng.integers(2, 0x10000)), level, stall_limit=None)
-        for _ in range(int(rng.integers(5, 26))):
-            moves = game.legal_moves()
-            low = [m for m in moves if m.y <= np.median([m.y for m in moves])]
+        for _ in range(int(rng.integers(10, 41))):
+            pill, cells = game.pill, game.board.cells
+            j = greedy_move(cells, int(pill.left), int(pill.right), np.uint64(rng.integers(1, 2**62) | 1), moves)
             trial = game.copy()
-            trial.play(low[rng.integers(len(low))])
+            trial.play(dm.Move(*moves[j].tolist()))
             if trial.over:
                 break
             game = trial
@@ -119,7 +121,14 @@ def main() -> None:
     }
     report(
         "engine",
-        {"boards": args.boards, "board_level": 20, "random_play_levels": "0-20", "stall_limit": 20, "threads": 1},
+        {
+            "boards": args.boards,
+            "board_level": 20,
+            "boards_made_by": "greedy player, 10-40 pills",
+            "random_play_levels": "0-20",
+            "stall_limit": 20,
+            "threads": 1,
+        },
         figures,
         targets={
             "legal_enumerations_per_s": 100_000,

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .agents import SearchAgent
+from .config import Settings
 from .dataset import ExampleSet, load_examples
 from .examples import read_sidecar
 from .files import append_csv, write_atomic
@@ -33,7 +34,7 @@ from .train import TrainConfig, Trainer
 
 
 @dataclass
-class LoopConfig:
+class LoopConfig(Settings):
     """Settings of a concurrent run. selfplay.games is the run's total; train.steps its cap."""
 
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)  # search: the network search (round N)
@@ -58,22 +59,6 @@ class LoopConfig:
             raise ValueError("the bootstrap search (before the first checkpoint) must be round 0")
         if self.steps_per_example <= 0 or self.window < 1 or self.actors < 1 or self.chunk_steps < 1:
             raise ValueError("need steps_per_example > 0 and window, actors, chunk_steps >= 1")
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["selfplay"], d["train"], d["bootstrap"] = (
-            self.selfplay.to_dict(),
-            self.train.to_dict(),
-            self.bootstrap.to_dict(),
-        )
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> LoopConfig:
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown loop settings: {sorted(unknown)}")
-        return cls(**d)
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

@@ -449,6 +449,23 @@ def _backup(f, g, value):
 
 
 @njit(cache=True)
+def _through_edge(f, g, k, d, e, stall_limit):
+    """Step k of game g's path goes from decision d through edge e: place the pill if this is the
+    edge's first visit. A finished game ends the simulation here (its value is backed up) and
+    gives -1; otherwise the chance node."""
+    f.path[g, k, 0], f.path[g, k, 1], f.path[g, k, 3] = d, e, -1
+    c = f.e_chance[e]
+    if c < 0:
+        c = _place(f, d, e, stall_limit, f.root_left[g])
+    f.path[g, k, 2] = c
+    if f.c_outcome[c] != RUNNING:
+        f.path_len[g] = k + 1
+        _backup(f, g, f.c_value[c])
+        return -1
+    return c
+
+
+@njit(cache=True)
 def select(f, active, mode, c_explore, fpu_reduction, c_visit, c_scale, stall_limit, probs):
     """Walk each active game's tree from its root to a leaf.
 
@@ -477,14 +494,8 @@ def select(f, active, mode, c_explore, fpu_reduction, c_visit, c_scale, stall_li
                 e = _gumbel_root_edge(f, g, c_visit, c_scale, probs)
             else:
                 e = _select_edge(f, g, d, PUCT if mode == GUMBEL else mode, c_explore, fpu_reduction, probs, state)
-            f.path[g, depth, 1] = e
-            c = f.e_chance[e]
+            c = _through_edge(f, g, depth, d, e, stall_limit)
             if c < 0:
-                c = _place(f, d, e, stall_limit, f.root_left[g])
-            f.path[g, depth, 2] = c
-            if f.c_outcome[c] != RUNNING:
-                f.path_len[g] = depth + 1
-                _backup(f, g, f.c_value[c])
                 break
             i = _choose_outcome(f, c, probs, state)
             f.path[g, depth, 3] = i
@@ -603,15 +614,8 @@ def round0_simulate(f, active, sims, c_explore, stall_limit, horizon, greedy, pr
 def _simulate_edge(f, g, d, e, stall_limit, horizon, greedy, probs, cdf, state, moves, scores, scratch):
     """One visit of edge e below decision d (path[:path_len] leads to d): place if new, then a
     rollout through a chosen outcome, or the finished game's value."""
-    k = f.path_len[g]
-    f.path[g, k, 0], f.path[g, k, 1], f.path[g, k, 2], f.path[g, k, 3] = d, e, -1, -1
-    c = f.e_chance[e]
+    c = _through_edge(f, g, f.path_len[g], d, e, stall_limit)
     if c < 0:
-        c = _place(f, d, e, stall_limit, f.root_left[g])
-    f.path[g, k, 2] = c
-    if f.c_outcome[c] != RUNNING:
-        f.path_len[g] = k + 1
-        _backup(f, g, f.c_value[c])
         return
     i = _choose_outcome(f, c, probs, state)
     _rollout_outcome(f, g, d, e, c, i, horizon, greedy, stall_limit, cdf, state, moves, scores, scratch)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from . import kernels as K
+from .config import Settings
 from .encode import MOVES_SHAPE, N_MOVES, N_PLANES, planes_torch
 
 CELLS = K.WIDTH * K.HEIGHT  # 128 board cells
@@ -38,7 +39,7 @@ class CheckpointError(ValueError):
 
 
 @dataclass
-class NetConfig:
+class NetConfig(Settings):
     """Every number of the network and its loss (defaults: design note 000)."""
 
     kernel: int = 3  # k: convolution kernel size (odd: zero padding keeps the 8x16 board)
@@ -63,18 +64,6 @@ class NetConfig:
             raise ValueError(f"NetConfig.blocks must be an integer >= 0, got {self.blocks!r}")
         if not (0 <= self.leak < 1 and self.reg >= 0):
             raise ValueError(f"NetConfig: need 0 <= leak < 1 and reg >= 0, got leak={self.leak}, reg={self.reg}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> NetConfig:
-        """Missing keys take the defaults; unknown keys are an error (a typo must not pass silently)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"NetConfig: unknown keys {unknown}; known keys are {sorted(known)}")
-        return cls(**d)
 
 
 class NetOutput(NamedTuple):

@@ -15,7 +15,7 @@ The search sees a position (board, pill to place, stall counter), never a game's
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
@@ -24,6 +24,7 @@ from numba import njit
 from . import kernels as K
 from . import mcts
 from .board import Move, Pill
+from .config import Settings
 from .encode import MOVES_SHAPE, symmetrize
 from .game import Game
 
@@ -43,7 +44,7 @@ class Position(NamedTuple):
 
 
 @dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(Settings):
     """Search settings; every field is recorded with the examples a search makes."""
 
     mode: Mode = "round0"
@@ -66,6 +67,8 @@ class SearchConfig:
     gumbel_c_scale: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.pill_probs is not None:  # a list from JSON or YAML
+            object.__setattr__(self, "pill_probs", tuple(self.pill_probs))
         if self.mode not in ("round0", "puct", "gumbel"):
             raise ValueError(f"search mode must be round0, puct or gumbel, got {self.mode!r}")
         if self.simulations < 0 or self.root_rollouts < (1 if self.mode == "round0" else 0):
@@ -79,17 +82,6 @@ class SearchConfig:
     @property
     def probs(self) -> np.ndarray:
         return np.full(9, 1 / 9) if self.pill_probs is None else np.asarray(self.pill_probs, np.float64)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SearchConfig:
-        known = set(cls.__dataclass_fields__)
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown search settings: {sorted(unknown)}")
-        return cls(**{k: tuple(v) if k == "pill_probs" and v is not None else v for k, v in d.items()})
 
 
 class Prediction(NamedTuple):

@@ -15,13 +15,14 @@ import json
 import queue
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .agents import GameSpec, SearchAgent, play_lockstep
+from .config import Settings
 from .examples import game_examples, read_sidecar, write_examples
 from .files import append_csv, write_atomic
 from .game import DEFAULT_STALL_LIMIT, GameRecord
@@ -33,7 +34,7 @@ RECORDS = "records"
 
 
 @dataclass
-class SelfPlayConfig:
+class SelfPlayConfig(Settings):
     """Settings of a self-play run (recorded in selfplay.json and in every shard's sidecar)."""
 
     games: int = 64  # games in the run
@@ -65,18 +66,6 @@ class SelfPlayConfig:
             raise ValueError(f"inference must be 'local' or 'server', got {self.inference!r}")
         if self.inference == "server" and (self.search.mode == "round0" or self.games_per_shard > 4096):
             raise ValueError("inference='server' needs a network search and games_per_shard <= 4096")
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["search"] = self.search.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SelfPlayConfig:
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown self-play settings: {sorted(unknown)}")
-        return cls(**d)
 
     def game_specs(self) -> list[GameSpec]:
         """Game i: level levels[i % len(levels)], NES seed drawn from (seed, i)."""

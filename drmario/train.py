@@ -35,13 +35,14 @@ import os
 import re
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .config import Settings
 from .dataset import Batch, DeviceExamples, ExampleSet
 from .net import (
     CheckpointError,
@@ -71,7 +72,7 @@ RESUMABLE = {
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Settings):
     """Everything a training run needs (saved as run_dir/config.json and in every checkpoint)."""
 
     data: list[str] = field(default_factory=list)  # example files (JSON Lines); or pass examples to train()
@@ -126,20 +127,6 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
         if not (self.lr > 0 and self.grad_clip >= 0 and self.warmup_steps >= 0):
             raise ValueError("TrainConfig: need lr > 0, grad_clip >= 0 and warmup_steps >= 0")
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["betas"] = list(self.betas)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TrainConfig:
-        """Missing keys take the defaults; unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"TrainConfig: unknown keys {unknown}; known keys are {sorted(known)}")
-        return cls(**d)
 
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .arena import ARENA_COLUMNS
 from .viz import Panel, _ipywidgets
 
 if TYPE_CHECKING:
@@ -43,17 +44,6 @@ METRIC_COLUMNS = (
 )
 LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg")
 X_COLUMNS = ("step", "epoch", "samples", "time_s")
-ARENA_COLUMNS = (
-    "agent",
-    "level",
-    "games",
-    "clear_rate",
-    "mean_viruses_cleared",
-    "pills_per_virus",
-    "topout_rate",
-    "stalemate_rate",
-    "ms_per_move",
-)
 RATES = ("clear_rate", "topout_rate", "stalemate_rate")
 
 PathLike = str | os.PathLike

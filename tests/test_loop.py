@@ -89,5 +89,5 @@ def test_concurrent_loop_on_ray(tmp_path):
 def test_bad_loop_settings():
     with pytest.raises(ValueError, match="bootstrap"):
         LoopConfig(bootstrap=SearchConfig(mode="puct"))
-    with pytest.raises(ValueError, match="unknown loop settings"):
+    with pytest.raises(ValueError, match="LoopConfig: unknown keys"):
         LoopConfig.from_dict({"windw": 3})

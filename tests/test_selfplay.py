@@ -70,7 +70,7 @@ def test_bad_settings():
         sp.SelfPlayConfig(levels=[30])
     with pytest.raises(ValueError, match="needs a network"):
         sp.SelfPlayConfig(search=SearchConfig(mode="puct"))
-    with pytest.raises(ValueError, match="unknown self-play settings"):
+    with pytest.raises(ValueError, match="SelfPlayConfig: unknown keys"):
         sp.SelfPlayConfig.from_dict({"gmaes": 3})
 
 

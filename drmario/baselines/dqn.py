@@ -40,7 +40,7 @@ import copy
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 from .. import kernels as K
 from ..agents import Decision
 from ..board import Move
+from ..config import Settings
 from ..encode import N_PLANES, planes_torch
 from ..game import DEFAULT_STALL_LIMIT, Game
 from ..net import CheckpointError, save_checkpoint
@@ -79,7 +80,7 @@ RESUMABLE = {"steps", "log_every", "checkpoint_every", "keep_checkpoints", "devi
 
 
 @dataclass
-class DQNConfig:
+class DQNConfig(Settings):
     """Every setting of a DQN run (saved in config.json and in every checkpoint)."""
 
     seed: int = 0  # network initialisation, games, exploration, replay sampling
@@ -134,17 +135,6 @@ class DQNConfig:
             raise ValueError("DQNConfig: need 0 <= gamma <= 1, lr > 0 and 0 <= eps_end <= eps_start <= 1")
         if self.learning_starts < self.batch_size:
             raise ValueError(f"DQNConfig.learning_starts must be >= batch_size ({self.batch_size})")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> DQNConfig:
-        """Missing keys take the defaults; unknown keys are an error (a typo must not pass silently)."""
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"DQNConfig: unknown keys {unknown}")
-        return cls(**d)
 
 
 class QNet(nn.Module):

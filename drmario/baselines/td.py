@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -55,6 +55,7 @@ from tqdm.auto import tqdm
 from .. import kernels as K
 from ..agents import Decision
 from ..board import Move
+from ..config import Settings
 from ..game import DEFAULT_STALL_LIMIT, Game, Outcome
 from ..net import CheckpointError, save_checkpoint
 from ..search import Position
@@ -68,7 +69,7 @@ RESUMABLE = {"games", "log_every", "checkpoint_every", "keep_checkpoints", "devi
 
 
 @dataclass
-class TDConfig:
+class TDConfig(Settings):
     """Every setting of a TD run (saved in config.json and in every checkpoint)."""
 
     seed: int = 0  # network initialisation and the training games
@@ -109,17 +110,6 @@ class TDConfig:
             raise ValueError("TDConfig: need top_k >= 0, lr_game >= 0 and lr_after >= 0")
         if not all(0 <= v <= 1 for v in (self.win, self.topout, self.stalemate)):
             raise ValueError("TDConfig: the outcome values win, topout, stalemate must be in [0, 1]")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TDConfig:
-        """Missing keys take the defaults; unknown keys are an error."""
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"TDConfig: unknown keys {unknown}")
-        return cls(**d)
 
 
 class ValueNet(nn.Module):

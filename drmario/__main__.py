@@ -73,23 +73,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Agents play the same fixed games; prints (and optionally writes) the arena table."""
-    from .agents import GreedyAgent, RandomAgent, SearchAgent
-    from .arena import arena, evaluation_games
-    from .search import SearchConfig
+    from .arena import arena, evaluation_games, make_agent
 
-    agents = []
-    for name in args.agents.split(","):
-        kind, _, sims = name.partition(":")
-        if kind == "random":
-            agents.append(RandomAgent())
-        elif kind == "greedy":
-            agents.append(GreedyAgent())
-        elif kind in ("mcts", "mcts-greedy"):
-            n, policy = int(sims or 100), "greedy" if kind == "mcts-greedy" else "random"
-            cfg = SearchConfig(simulations=n, root_rollouts=1, rollout_policy=policy)
-            agents.append(SearchAgent(cfg, name=f"{kind}-{n}"))
-        else:
-            raise ValueError(f"unknown agent {name!r}: use random, greedy, mcts[:simulations] or mcts-greedy[:sims]")
+    agents = [make_agent(spec, args.device) for spec in args.agents.split(",")]
     games = evaluation_games(args.levels, args.games_per_level, seed=args.seed)
     table, _ = arena(agents, games, lockstep=args.lockstep, stall_limit=args.stall_limit or None)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -187,6 +173,8 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .arena import AGENT_SPECS
+
     parser = argparse.ArgumentParser(prog="drmario", description="drmario-kit: Dr. Mario AlphaZero-style")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -217,14 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_generate)
 
     ev = sub.add_parser("evaluate", help=cmd_evaluate.__doc__, description=cmd_evaluate.__doc__)
-    ev.add_argument(
-        "--agents", default="random,greedy,mcts:100", help="random, greedy, mcts[:simulations], mcts-greedy[:sims]"
-    )
+    ev.add_argument("--agents", default="random,greedy,mcts:100", help="comma-separated: " + AGENT_SPECS)
     ev.add_argument("--levels", type=_ints, default=[0, 5, 10, 15, 20])
     ev.add_argument("--games-per-level", type=int, default=20)
     ev.add_argument("--seed", type=int, default=2024, help="fixes the evaluation games")
     ev.add_argument("--lockstep", type=int, default=16)
     ev.add_argument("--stall-limit", type=int, default=20, help="0: no stalemates")
+    ev.add_argument("--device", default="cpu", help="where networks run")
     ev.add_argument("--out", help="write the table as CSV")
     ev.set_defaults(func=cmd_evaluate)
 

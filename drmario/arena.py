@@ -49,6 +49,49 @@ def load_games(path: str | Path) -> list[GameSpec]:
         raise ValueError(f"{path}: expected a JSON list of [index, seed, level] rows: {e}") from e
 
 
+AGENT_SPECS = (
+    "random, greedy, mcts[:simulations], mcts-greedy[:simulations] (round 0, greedy rollouts), "
+    "policy:CHECKPOINT (the network alone), net-mcts:CHECKPOINT[:simulations] (PUCT), dqn:CHECKPOINT, td:CHECKPOINT"
+)
+
+
+def make_agent(spec: str, device: str = "cpu") -> Agent:
+    """An agent from a short spec (`AGENT_SPECS`), e.g. "mcts:200" or
+    "net-mcts:runs/x/train0/checkpoints/latest.pt:100"."""
+    from .agents import GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
+    from .search import SearchConfig
+
+    kind, _, rest = spec.partition(":")
+    path, _, sims = rest.partition(":") if kind == "net-mcts" else (rest, "", "")
+    if kind in ("mcts", "mcts-greedy"):
+        n = int(rest or 100)
+        policy = "greedy" if kind == "mcts-greedy" else "random"
+        return SearchAgent(SearchConfig(simulations=n, root_rollouts=1, rollout_policy=policy), name=f"{kind}-{n}")
+    if kind in ("random", "greedy"):
+        return RandomAgent() if kind == "random" else GreedyAgent()
+    if not path:
+        raise ValueError(f"agent {spec!r}: unknown, or a checkpoint is missing; agents: {AGENT_SPECS}")
+    if kind in ("policy", "net-mcts"):
+        from .net import load_player
+
+        player = load_player(path, device)
+        if kind == "policy":
+            return PolicyAgent(player, name="net-policy")
+        n = int(sims or 100)
+        return SearchAgent(
+            SearchConfig(mode="puct", simulations=n, dirichlet_fraction=0.0), player, name=f"net-mcts-{n}"
+        )
+    if kind == "dqn":
+        from .baselines import DQNAgent
+
+        return DQNAgent.load(path, device=device)
+    if kind == "td":
+        from .baselines import TDAgent
+
+        return TDAgent.load(path)
+    raise ValueError(f"agent {spec!r}: unknown kind {kind!r}; agents: {AGENT_SPECS}")
+
+
 def summarize(records: Sequence[GameRecord], agent: str | None = None) -> pd.DataFrame:
     """One row per level: clear rate, viruses cleared, pills per virus, top-out and stalemate rates,
     milliseconds per move. Unfinished games (max_pills) count as neither cleared nor lost."""

@@ -75,3 +75,17 @@ def test_policy_agent_plays_the_most_probable_legal_move():
     pos = Position(dm.Board.empty().cells, dm.Pill.from_string("qw"))
     [decision] = PolicyAgent(Fixed()).choose([pos], [0])
     assert decision.move == dm.Move(2, 5, 0)
+
+
+def test_agents_from_specs(tmp_path):
+    from drmario.arena import make_agent
+    from drmario.net import DrMarioNet, NetConfig, save_net
+
+    ckpt = str(save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt"))
+    names = [make_agent(s).name for s in ["random", "greedy", "mcts:40", "mcts-greedy", f"policy:{ckpt}"]]
+    assert names == ["random", "greedy", "mcts-40", "mcts-greedy-100", "net-policy"]
+    agent = make_agent(f"net-mcts:{ckpt}:12")
+    assert agent.name == "net-mcts-12" and agent.config.simulations == 12 and agent.config.mode == "puct"
+    for bad in ["alphazero", "dqn", "policy:"]:
+        with pytest.raises(ValueError, match="agent"):
+            make_agent(bad)

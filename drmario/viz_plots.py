@@ -352,7 +352,7 @@ def arena_table(df: pd.DataFrame) -> Styler:
 
         def bold_best(col: pd.Series) -> list[str]:
             best = col.groupby(level="level").transform("max")
-            return ["font-weight: bold" if v == b else "" for v, b in zip(col, best)]
+            return ["font-weight: bold" if v == b and b > 0 else "" for v, b in zip(col, best)]  # no bold ties at 0
 
         styler = styler.apply(bold_best, subset=["clear_rate"], axis=0)
     return styler.set_caption("Arena: one row per level and agent; bold: the best clear rate at the level")

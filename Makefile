@@ -36,8 +36,9 @@ run: install
 data: install
 	$(BIN)/python -c "from drmario.pipeline import make_sample_data; make_sample_data('data')"
 
+# Benchmarks (figures printed and written to bench/results/); bench/gpu.py is meant for a GPU machine.
 bench: install
-	$(BIN)/python bench/engine.py
+	for b in engine data net search; do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

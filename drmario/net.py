@@ -239,18 +239,23 @@ def save_checkpoint(path: str | Path, state: dict) -> Path:
     return path
 
 
-def read_checkpoint(path: str | Path) -> dict:
-    """Load a checkpoint dict onto the CPU (weights only: no code runs). Raises CheckpointError naming
-    the file if it is truncated, corrupted or not a network checkpoint."""
+def load_file(path: str | Path) -> object:
+    """torch.load onto the CPU, weights only (no code runs). FileNotFoundError if path is missing;
+    CheckpointError naming the file if it is truncated or corrupted."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for damaged files
         raise CheckpointError(
             f"checkpoint {path} cannot be read (truncated or corrupted?): {type(e).__name__}: {e}"
         ) from e
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """A network checkpoint dict (`load_file`); CheckpointError if the file holds something else."""
+    state = load_file(path)
     if not isinstance(state, dict) or "model" not in state or "net_config" not in state:
         keys = sorted(state) if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"checkpoint {path} is not a drmario network checkpoint (found {keys})")

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 from numba import njit
 
 from .. import kernels as K
 from ..level import MAX_LEVEL, MAX_SEED, MIN_SEED
-from ..net import CheckpointError
+from ..net import CheckpointError, load_file
 
 PILLS = np.array([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)], np.uint8)  # uint8[9, 2] in Pill.index order
 SLOTS = 4 * K.WIDTH * K.HEIGHT  # 512
@@ -121,13 +120,7 @@ class MetricsCSV:
 def read_state(path: str | Path, kind: str) -> dict:
     """A baseline checkpoint dict (CPU tensors, weights only: no code runs). CheckpointError names
     the file if it is damaged or holds something else than a `kind` ("dqn" or "td") checkpoint."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises several types for damaged files
-        raise CheckpointError(f"checkpoint {path} cannot be read (truncated or corrupted?): {e}") from e
+    state = load_file(path)
     found = state.get("kind") if isinstance(state, dict) else type(state).__name__
     if found != kind:
         raise CheckpointError(f"checkpoint {path} is not a {kind} baseline checkpoint (kind: {found!r})")

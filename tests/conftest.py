@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 DATA = Path(__file__).parent / "data"
 VECTORS = DATA / "vectors"
@@ -25,3 +26,12 @@ def placement_vectors() -> list[dict]:
 @pytest.fixture(scope="session")
 def reachable_vectors() -> list[dict]:
     return read_jsonl(VECTORS / "reachable.jsonl")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny networks gain nothing from threads, and on a busy 2-core machine OpenMP threads spin."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -20,15 +20,6 @@ from drmario.encode import move_index
 from drmario.net import CheckpointError
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small nets on a shared 2-core machine: one torch thread is faster and deterministic."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def board(cells: dict[tuple[int, int], int]) -> np.ndarray:
     b = np.zeros((8, 16), np.uint8)
     for xy, code in cells.items():

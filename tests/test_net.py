@@ -51,15 +51,6 @@ def real_examples(n_games: int = 6, seed: int = 0, level: int = 3) -> ExampleSet
     return ExampleSet.from_dense(**{k: np.array(v) for k, v in cols.items()})
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks gain nothing from threads, and on a busy machine OpenMP threads spin."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def examples() -> ExampleSet:
     return real_examples()

@@ -17,15 +17,6 @@ from drmario.net import CheckpointError, NetConfig, load_net, read_checkpoint
 from drmario.train import COLUMNS, TrainConfig, _permutation, lr_factor, train
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks gain nothing from threads, and on a busy machine OpenMP threads spin."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def examples():
     return real_examples(n_games=12, seed=1)

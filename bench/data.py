@@ -20,8 +20,8 @@ import numpy as np
 from common import rate, report
 
 import drmario as dm
-from drmario.encode import encode, planes, planes_torch
-from drmario.examples import game_examples, write_games
+from drmario.learn.encode import encode, planes, planes_torch
+from drmario.learn.examples import game_examples, write_games
 
 PER_FILE = 10_000
 
@@ -60,7 +60,7 @@ def generate(folder: Path, examples: int, seed: int) -> tuple[int, int]:
 
 def measure_load(folder: str) -> dict:
     """Run in a fresh process so that ru_maxrss is the loader's own peak."""
-    from drmario.dataset import cache_path, example_files, load_examples
+    from drmario.learn.dataset import cache_path, example_files, load_examples
 
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     for f in example_files(folder):
@@ -114,7 +114,7 @@ def main() -> None:
         )
         load = json.loads(child.stdout.strip().splitlines()[-1])
 
-        from drmario.dataset import load_examples
+        from drmario.learn.dataset import load_examples
 
         examples = load_examples(folder, progress=False)
     k = min(len(examples), 4 * args.batch)

@@ -13,9 +13,9 @@ from common import rate, report  # noqa: E402
 from numba import njit  # noqa: E402
 
 import drmario as dm  # noqa: E402
-from drmario import kernels as K  # noqa: E402
-from drmario.agents import greedy_move  # noqa: E402
-from drmario.mcts import rollout  # noqa: E402
+from drmario.engine import kernels as K  # noqa: E402
+from drmario.play.agents import greedy_move  # noqa: E402
+from drmario.search.mcts import rollout  # noqa: E402
 
 
 def midgame_boards(count: int, level: int = 20, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ figures say nothing about the GPU targets.
   flight) from numpy positions to numpy outputs.
 - training: `Trainer` steps on synthetic compact examples on the device (expansion on the device,
   bf16 autocast, channels_last); FLOPs per sample = 3x the forward.
-- self-play: `play_pipelined` (two halves overlapping) over real games with PUCT search, and the
+- self-play: `play_lockstep` (two halves overlapping) over real games with PUCT search, and the
   same with `inference="server"`: all CPU cores as search processes feeding one inference process.
 """
 
@@ -28,12 +28,13 @@ import torch
 from common import report
 from net import bf16_peak, synthetic_examples
 
-from drmario.agents import GameSpec, SearchAgent
-from drmario.inference import BatchedInference, play_pipelined
-from drmario.net import DrMarioNet, NetConfig, flops_per_position, save_net
-from drmario.search import SearchConfig
-from drmario.selfplay import SelfPlayConfig, generate
-from drmario.train import TrainConfig, Trainer
+from drmario.learn.net import DrMarioNet, NetConfig, flops_per_position, save_net
+from drmario.learn.train import TrainConfig, Trainer
+from drmario.play.agents import SearchAgent
+from drmario.play.inference import BatchedInference
+from drmario.play.lockstep import GameSpec, play_lockstep
+from drmario.play.selfplay import SelfPlayConfig, generate
+from drmario.search.searcher import SearchConfig
 
 
 def inference_rate(net: DrMarioNet, device: str, batch: int, seconds: float) -> dict:
@@ -83,10 +84,10 @@ def selfplay_rate(net: DrMarioNet, device: str, games: int, simulations: int, de
     engine = BatchedInference(net, device)
     agent = SearchAgent(SearchConfig(mode="puct", simulations=simulations), engine)
     specs = [GameSpec(i, 1000 + i, (i * 7) % 21) for i in range(games)]
-    play_pipelined(agent, specs[: min(games, 8)], lockstep=min(games, 8), max_pills=1)  # warm up
+    play_lockstep(agent, specs[: min(games, 8)], lockstep=min(games, 8), max_pills=1)  # warm up
     engine.stats.reset()
     start = time.perf_counter()
-    records = play_pipelined(agent, specs, lockstep=games, max_pills=decisions)
+    records = play_lockstep(agent, specs, lockstep=games, max_pills=decisions)
     elapsed = time.perf_counter() - start
     made = sum(r.pills_used for r in records)
     return {

@@ -19,11 +19,12 @@ import numpy as np
 import torch
 from common import report
 
-from drmario import kernels as K
-from drmario.dataset import ExampleSet
-from drmario.encode import MOVES_SHAPE, planes_torch
-from drmario.net import DrMarioNet, NetConfig, Player, flops_per_position
-from drmario.train import TrainConfig, forward_backward, make_optimizer
+from drmario.engine import kernels as K
+from drmario.engine.rules import MOVES_SHAPE
+from drmario.learn.dataset import ExampleSet
+from drmario.learn.encode import planes_torch
+from drmario.learn.net import DrMarioNet, NetConfig, Player, flops_per_position
+from drmario.learn.train import TrainConfig, forward_backward, make_optimizer
 
 # Dense bf16 tensor-core peaks (FLOP/s, without sparsity), matched in order against the GPU's name.
 PEAK_BF16 = [

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from common import report  # noqa: E402
 
 import drmario as dm  # noqa: E402
-from drmario.search import Position, SearchConfig, Searcher  # noqa: E402
+from drmario.search.searcher import Position, SearchConfig, Searcher  # noqa: E402
 
 
 def positions(count: int, seed: int = 0, levels=(5, 10, 15)) -> list[Position]:
@@ -52,7 +52,7 @@ def round0_rate(cfg: SearchConfig, count: int, seed: int) -> tuple[int, int, flo
 
 def network_rate(net_cfg: dict, cfg: SearchConfig, games: int, device: str, decisions: int) -> dict:
     """Round N: `games` lockstep searches at once, `decisions` rounds of them."""
-    from drmario.net import DrMarioNet, NetConfig, Player
+    from drmario.learn.net import DrMarioNet, NetConfig, Player
 
     torch.manual_seed(0)
     player = Player.from_module(DrMarioNet(NetConfig(**net_cfg)), device)

@@ -4,10 +4,10 @@ The engine (NES rules, maryodel formats, level generation, legal placements) is 
 the top level; encoders, search, network and training live in submodules.
 """
 
-from .board import ALL_PILLS, Board, Colour, FormatError, Move, Pill, Shape, move_cells
-from .game import DEFAULT_STALL_LIMIT, Game, GameRecord, Outcome
-from .level import Level, PillSequence, new_level, virus_count
-from .rules import PlaceResult, canonical, is_legal, legal_mask, legal_moves, place
+from drmario.engine.board import ALL_PILLS, Board, Colour, FormatError, Move, Pill, Shape, move_cells
+from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, GameRecord, Outcome
+from drmario.engine.level import Level, PillSequence, new_level, virus_count
+from drmario.engine.rules import PlaceResult, canonical, is_legal, legal_mask, legal_moves, place
 
 __version__ = "0.1.0"
 

@@ -7,7 +7,7 @@ from collections import deque
 import numpy as np
 
 import drmario as dm
-from drmario import kernels as K
+from drmario.engine import kernels as K
 
 
 def reference_resting(board: dm.Board) -> set[tuple[int, int, int]]:

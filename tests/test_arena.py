@@ -4,9 +4,21 @@ import numpy as np
 import pytest
 
 import drmario as dm
-from drmario.agents import GameSpec, GreedyAgent, PolicyAgent, RandomAgent, SearchAgent, play_lockstep
-from drmario.arena import ARENA_COLUMNS, arena, evaluation_games, load_games, save_games, summarize
-from drmario.search import Position, RolloutEvaluator, SearchConfig
+from drmario.engine.level import is_evaluation_seed
+from drmario.play.agents import GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
+from drmario.play.arena import (
+    ARENA_COLUMNS,
+    EvalConfig,
+    arena,
+    evaluation_games,
+    load_games,
+    save_games,
+    summarize,
+    wilson,
+)
+from drmario.play.lockstep import GameSpec, play_lockstep
+from drmario.play.selfplay import SelfPlayConfig
+from drmario.search.searcher import Position, RolloutEvaluator, SearchConfig
 
 
 def test_evaluation_games_are_fixed(tmp_path):
@@ -48,19 +60,51 @@ def test_greedy_clears_more_than_random():
     games = evaluation_games([5], 6, seed=11)
     table, _ = arena([RandomAgent(), GreedyAgent()], games, progress=False)
     assert list(table.columns) == ARENA_COLUMNS
-    cleared = table.set_index("agent")["mean_viruses_cleared"]
+    cleared = table.set_index("agent")["cleared_fraction"] * 24  # viruses of level 5
     assert cleared["greedy"] > cleared["random"] + 3
 
 
-def test_summarize_counts():
+def test_summarize_counts_the_pill_cap_as_a_failure():
+    meta = {"agent": "a", "seconds": 0.5}
     records = [
-        dm.GameRecord(2, 0, outcome="won", viruses_cleared=4, pills_used=8, meta={"agent": "a", "seconds": 0.8}),
-        dm.GameRecord(3, 0, outcome="topped_out", viruses_cleared=0, pills_used=2, meta={"agent": "a", "seconds": 0.2}),
+        dm.GameRecord(2, 0, outcome="won", viruses_cleared=4, pills_used=8, meta=meta),
+        dm.GameRecord(3, 0, outcome="topped_out", viruses_cleared=0, pills_used=2, meta=meta),
+        dm.GameRecord(4, 0, outcome=None, viruses_cleared=2, pills_used=10, meta={**meta, "unfinished": "cap"}),
+        dm.GameRecord(5, 0, outcome="won", viruses_cleared=4, pills_used=20, meta=meta),
     ]
     row = summarize(records).iloc[0]
-    assert (row.games, row.clear_rate, row.topout_rate, row.stalemate_rate) == (2, 0.5, 0.5, 0.0)
-    assert row.mean_viruses_cleared == 2 and row.pills_per_virus == 10 / 4
-    assert row.ms_per_move == pytest.approx(100.0)
+    assert (row.games, row.wins, row.win_rate) == (4, 2, 0.5)  # the capped game is not a win
+    assert (row.topout_rate, row.capped_rate, row.stalemate_rate) == (0.25, 0.25, 0.0)
+    assert row.cleared_fraction == pytest.approx((1 + 0 + 0.5 + 1) / 4)  # level 0 has 4 viruses
+    assert row.pills_per_virus == 40 / 10 and row.ms_per_move == pytest.approx(1000 * 2 / 40)
+    assert (row.ci_low, row.ci_high) == pytest.approx(wilson(2, 4))
+
+
+def test_wilson_interval_values():
+    # Wilson 95% intervals, checked against the closed form by hand (z = 1.96)
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)  # not the degenerate [0, 0]
+    assert wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert wilson(95, 100) == pytest.approx((0.8882, 0.9785), abs=1e-4)
+    lo, hi = wilson(np.array([1, 50]), np.array([100, 100]))
+    assert lo[0] < 0.01 < hi[0] and lo[1] < 0.5 < hi[1]
+
+
+def test_the_protocol_plays_evaluation_seeds_under_nes_rules():
+    cfg = EvalConfig(levels=[0, 20], games_per_level=3, top_level_games=5)
+    games = cfg.games()
+    assert [g.level for g in games] == [0] * 3 + [20] * 5 and games == cfg.games()
+    assert all(is_evaluation_seed(g.seed) for g in games)
+    assert cfg.stall_limit is None and cfg.max_pills == 2000  # NES rules, a 2,000-pill cap
+    assert not any(is_evaluation_seed(s.seed) for s in SelfPlayConfig(games=200).game_specs())
+    with pytest.raises(ValueError, match="levels"):
+        EvalConfig(levels=[0, 30])
+
+
+def test_a_game_at_the_pill_cap_is_a_failure():
+    table, records = arena([RandomAgent()], config=EvalConfig(levels=[10], top_level_games=2, max_pills=3))
+    assert [r.outcome for r in records["random"]] == [None, None]  # still running at the cap
+    assert table.loc[0, "wins"] == 0 and table.loc[0, "capped_rate"] == 1.0
 
 
 def test_policy_agent_plays_the_most_probable_legal_move():
@@ -78,14 +122,17 @@ def test_policy_agent_plays_the_most_probable_legal_move():
 
 
 def test_agents_from_specs(tmp_path):
-    from drmario.arena import make_agent
-    from drmario.net import DrMarioNet, NetConfig, save_net
+    from drmario.learn.net import DrMarioNet, NetConfig, save_net
+    from drmario.run.agents import agent_name, make_agent, make_agents
 
     ckpt = str(save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt"))
-    names = [make_agent(s).name for s in ["random", "greedy", "mcts:40", "mcts-greedy", f"policy:{ckpt}"]]
-    assert names == ["random", "greedy", "mcts-40", "mcts-greedy-100", "net-policy"]
-    agent = make_agent(f"net-mcts:{ckpt}:12")
-    assert agent.name == "net-mcts-12" and agent.config.simulations == 12 and agent.config.mode == "puct"
-    for bad in ["alphazero", "dqn", "policy:"]:
+    names = [make_agent(s).name for s in ["random", "greedy", "mcts-40", "mcts-greedy", f"policy@{ckpt}"]]
+    assert names == ["random", "greedy", "mcts-40", "mcts-greedy-100", "policy"]
+    agent = make_agent("net-mcts-12", network=ckpt)
+    assert agent.name == "net-mcts-12" == agent_name(f"net-mcts-12@{ckpt}")
+    assert agent.config.simulations == 12 and agent.config.mode == "puct" and agent.config.dirichlet_fraction == 0
+    policy, search = make_agents(["policy", "net-gumbel-8"], network=ckpt)
+    assert policy.evaluator is search.evaluator and search.config.mode == "gumbel"  # one network loaded
+    for bad in ["alphazero", "greedy-5", "mcts-0", "policy"]:
         with pytest.raises(ValueError, match="agent"):
             make_agent(bad)

@@ -8,16 +8,17 @@ import torch
 from torch import nn
 
 import drmario as dm
-from drmario import kernels as K
-from drmario.agents import GameSpec, RandomAgent, play_lockstep
-from drmario.arena import arena, evaluation_games
 from drmario.baselines import DQNAgent, DQNConfig, QNet, Replay, TDAgent, TDConfig, ValueNet, train_dqn, train_td
 from drmario.baselines.common import PILLS, legal_slots, legal_slots_all_pills
 from drmario.baselines.dqn import q_targets
 from drmario.baselines.features import FEATURES, board_features
 from drmario.baselines.td import td_search, td_update
-from drmario.encode import move_index
-from drmario.net import CheckpointError
+from drmario.engine import kernels as K
+from drmario.engine.rules import move_index
+from drmario.learn.net import CheckpointError
+from drmario.play.agents import RandomAgent
+from drmario.play.arena import arena, evaluation_games
+from drmario.play.lockstep import GameSpec, play_lockstep
 
 
 def board(cells: dict[tuple[int, int], int]) -> np.ndarray:
@@ -326,7 +327,7 @@ def test_learners_beat_the_random_agent_on_level_0(tmp_path):
     games = evaluation_games([0], 16, seed=7)
     agents = [RandomAgent(), DQNAgent.load(dqn.checkpoint), TDAgent.load(td.checkpoint)]
     table, _ = arena(agents, games, progress=False)
-    cleared = table.set_index("agent")["mean_viruses_cleared"]
+    cleared = table.set_index("agent")["cleared_fraction"] * 4  # viruses of level 0
     # measured: random 0.25; dqn 0.69 to 1.56 over training seeds 3-6; td about 3.5
     assert cleared["dqn"] >= cleared["random"] + 0.4, table
     assert cleared["td"] >= cleared["random"] + 1.5, table

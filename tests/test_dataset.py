@@ -10,9 +10,16 @@ import pytest
 import torch
 
 import drmario as dm
-from drmario.dataset import ExampleSet, augment_colours, cache_path, example_files, load_examples
-from drmario.encode import planes
-from drmario.examples import COLOUR_PERMUTATIONS, ExampleError, colour_table, game_examples, sidecar_path, write_games
+from drmario.learn.dataset import ExampleSet, augment_colours, cache_path, example_files, load_examples
+from drmario.learn.encode import planes
+from drmario.learn.examples import (
+    COLOUR_PERMUTATIONS,
+    ExampleError,
+    colour_table,
+    game_examples,
+    sidecar_path,
+    write_games,
+)
 
 
 def random_games(n: int, seed: int) -> list[tuple[dm.GameRecord, list]]:

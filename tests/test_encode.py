@@ -1,4 +1,4 @@
-"""Input planes and the moves target forms (drmario.encode)."""
+"""Input planes and the moves target forms (drmario.learn.encode)."""
 
 import numpy as np
 import pytest
@@ -8,19 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import drmario as dm
-from drmario import kernels as K
-from drmario.encode import (
-    MOVES_SHAPE,
+from drmario.engine import kernels as K
+from drmario.engine.rules import MOVES_SHAPE, move_index, symmetrize
+from drmario.learn.encode import (
     N_PLANES,
     _planes_gather,
     dense_moves,
     encode,
-    move_index,
     moves_from_dict,
     planes,
     planes_torch,
     sparse_moves,
-    symmetrize,
 )
 
 pills = st.sampled_from(dm.ALL_PILLS)

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import drmario as dm
-from drmario import kernels as K
-from drmario.level import max_virus_row
+from drmario.engine import kernels as K
+from drmario.engine.level import max_virus_row
 
 seeds = st.integers(2, 0xFFFF)
 levels = st.integers(0, 24)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import drmario as dm
-from drmario.examples import (
+from drmario.engine.level import Level
+from drmario.learn.examples import (
     COLOUR_PERMUTATIONS,
     SUM_TOLERANCE,
     Example,
@@ -27,7 +28,6 @@ from drmario.examples import (
     write_examples,
     write_games,
 )
-from drmario.level import Level
 
 
 def play_random(seed: int, level: int, rng_seed: int, **kwargs) -> tuple[dm.GameRecord, list[np.ndarray]]:

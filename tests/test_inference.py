@@ -5,11 +5,12 @@ import pytest
 import torch
 
 import drmario as dm
-from drmario.agents import GameSpec, SearchAgent, play_lockstep
-from drmario.inference import BatchedInference, InferenceServer, RemoteEvaluator, Ticket, play_pipelined
-from drmario.net import DrMarioNet, NetConfig, Player, save_net
-from drmario.search import RolloutEvaluator, SearchConfig
-from drmario.selfplay import SelfPlayConfig, generate, read_records
+from drmario.learn.net import DrMarioNet, NetConfig, Player, save_net
+from drmario.play.agents import SearchAgent
+from drmario.play.inference import BatchedInference, InferenceServer, RemoteEvaluator, Ticket
+from drmario.play.lockstep import GameSpec, play_lockstep
+from drmario.play.selfplay import SelfPlayConfig, generate, read_records
+from drmario.search.searcher import RolloutEvaluator, SearchConfig
 
 
 def tiny_net(seed=0) -> DrMarioNet:
@@ -64,7 +65,7 @@ def test_pipelined_halves_play_the_same_games_as_lockstep():
     cfg = SearchConfig(mode="puct", simulations=6)
     specs = [GameSpec(i, 300 + i, level) for i, level in enumerate([0, 2, 4, 6, 1])]
     lockstep = play_lockstep(SearchAgent(cfg, RolloutEvaluator(seed=4)), specs, lockstep=4, max_pills=30)
-    piped = play_pipelined(SearchAgent(cfg, AsyncRollouts(seed=4)), specs, lockstep=4, max_pills=30)
+    piped = play_lockstep(SearchAgent(cfg, AsyncRollouts(seed=4)), specs, lockstep=4, max_pills=30)
     assert [r.moves for r in piped] == [r.moves for r in lockstep]
     assert [r.outcome for r in piped] == [r.outcome for r in lockstep]
 

@@ -4,12 +4,12 @@ import collections
 
 import pytest
 
-from drmario.examples import read_sidecar
-from drmario.loop import LoopConfig, checkpoint_steps_used, run_loop, shard_games
-from drmario.net import NetConfig, load_player
-from drmario.search import SearchConfig
-from drmario.selfplay import SelfPlayConfig
-from drmario.train import TrainConfig
+from drmario.learn.examples import read_sidecar
+from drmario.learn.net import NetConfig, load_player
+from drmario.learn.train import TrainConfig
+from drmario.play.loop import LoopConfig, checkpoint_steps_used, run_loop, shard_games
+from drmario.play.selfplay import SelfPlayConfig
+from drmario.search.searcher import SearchConfig
 
 
 def tiny_loop(**overrides) -> LoopConfig:
@@ -89,5 +89,5 @@ def test_concurrent_loop_on_ray(tmp_path):
 def test_bad_loop_settings():
     with pytest.raises(ValueError, match="bootstrap"):
         LoopConfig(bootstrap=SearchConfig(mode="puct"))
-    with pytest.raises(ValueError, match="LoopConfig: unknown keys"):
+    with pytest.raises(ValueError, match="LoopConfig: windw: not a setting .did you mean 'window'"):
         LoopConfig.from_dict({"windw": 3})

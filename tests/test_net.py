@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import drmario as dm
-from drmario.dataset import ExampleSet
-from drmario.encode import moves_from_dict, planes_torch
-from drmario.net import (
+from drmario.learn.dataset import ExampleSet
+from drmario.learn.encode import moves_from_dict, planes_torch
+from drmario.learn.net import (
     CheckpointError,
     DrMarioNet,
     NetConfig,
@@ -131,7 +131,7 @@ def test_loss_by_hand():
 
 
 def dm_batch(won, cleared, duration, moves):
-    from drmario.dataset import Batch
+    from drmario.learn.dataset import Batch
 
     n = len(won)
     return Batch(
@@ -192,7 +192,7 @@ def test_flops_count_matches_the_layers(head):
 def test_config_dict_round_trip():
     cfg = NetConfig(filters=32, blocks=3, head="alphago", value_hidden=64)
     assert NetConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match="unknown keys.*filter"):
+    with pytest.raises(ValueError, match="filter: not a setting .did you mean 'filters'"):
         NetConfig.from_dict({"filter": 32})
     with pytest.raises(ValueError, match="head"):
         NetConfig(head="policy")

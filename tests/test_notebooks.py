@@ -1,6 +1,7 @@
-"""The notebook pipeline: committed notebooks are clean, profiles fit the notebooks, the CI profile
-runs the whole chain (01 -> 02 -> 03 -> 04 -> 02 -> 03) and leaves what it should, every notebook
-runs on its own with its default parameters (nbval), and the `train` and `pipeline` commands."""
+"""The notebook pipeline: committed notebooks are clean, every parameter is a real setting of its
+type, profiles are checked before anything runs, the CI profile runs the whole chain
+(01 -> 02 -> 03 -> 04 -> 02 -> 03 -> 05) and leaves what it should, every notebook runs on its own
+with its default parameters (nbval), and the `train` and `pipeline` commands."""
 
 from __future__ import annotations
 
@@ -15,20 +16,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from drmario import pipeline as P
-from drmario.__main__ import main
-from drmario.arena import load_games
-from drmario.dataset import load_examples
-from drmario.examples import read_examples
-from drmario.net import load_player
-from drmario.notebook import AGENTS, ParameterCheck, ParameterError
-from drmario.selfplay import SelfPlayConfig
+from drmario.learn.dataset import load_examples
+from drmario.learn.examples import read_examples
+from drmario.learn.net import load_player
+from drmario.run import pipeline as P
+from drmario.run import profiles as R
+from drmario.run.cli import main
+from drmario.settings import SettingsError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-CHAIN = [ROOT / "notebooks" / f"{stem}.ipynb" for stem in P.SECTIONS.values()]
+CHAIN = [ROOT / "notebooks" / f"{nb.stem}.ipynb" for nb in R.NOTEBOOKS.values()]
 PROFILES = sorted((ROOT / "params").glob("*.yaml"))
 DATA = ROOT / "data"
+CI = load_yaml((ROOT / "params" / "ci.yaml").read_text())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -51,51 +52,78 @@ def test_committed_notebooks_carry_no_outputs(path):
             assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
 
 
+def notebook_parameters(path: Path) -> dict[str, dict]:
+    import papermill as pm
+
+    return pm.inspect_notebook(str(path))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_one_parameters_cell_of_annotated_literals_with_help(path):
+def test_every_parameter_is_a_setting_of_its_type_with_help(path):
     nb = nbformat.read(path, as_version=4)
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1, f"{path.name}: {len(tagged)} cells tagged parameters"
     lines = [ln for ln in tagged[0].source.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    params = P.notebook_parameters(path.stem, path.parent)
+    params = notebook_parameters(path)
     assert len(params) == len(lines), f"{path.name}: papermill cannot read every line (one '=' per line)"
+    settings = R.parameters(R.section_of(path.stem))
     for name, info in params.items():
-        assert info["type"] != "None", f"{path.name}: {name} has no type annotation"
+        assert name in settings, f"{path.name}: {name} is not a setting of {path.stem}"
         assert info["help"], f"{path.name}: {name} has no help comment"
+        want = R.annotation(settings[name].type)
+        assert info["inferred_type_name"] == want, f"{path.name}: {name} is annotated {info['inferred_type_name']}"
+    defaults = {name: eval(info["default"]) for name, info in params.items()}  # literals
+    R.build(R.section_of(path.stem), defaults)  # the defaults are valid settings
     index = nb.cells.index(tagged[0])
-    assert "ParameterCheck" in nb.cells[index + 1].source, "the cell after the parameters must check them"
+    assert f'notebook_settings("{path.stem}", globals())' in nb.cells[index + 1].source
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
 def test_profiles_fit_the_notebooks(path):
     profile = P.load_profile(path)
     assert profile["name"] == path.stem
-    assert set(profile) == {"name", *P.SECTIONS}, "one section per notebook"
-    P.check_profile(profile)
+    assert set(profile) <= {"name", *R.NOTEBOOKS}
+    R.check_profile(profile)
 
 
-def test_profile_values_are_checked_against_the_notebooks():
-    profile = P.load_profile(ROOT / "params" / "ci.yaml")
-    with pytest.raises(ValueError, match=r"train\.stpes: not a parameter of 02_train"):
-        P.check_profile(P.apply_overrides(profile, ["train.stpes=5"]))
-    with pytest.raises(ValueError, match=r"train\.lr = '1e-3': expected float"):
-        P.check_profile(P.apply_overrides(profile, ["train.lr='1e-3'"]))
-    with pytest.raises(ValueError, match="set by the pipeline"):
-        P.check_profile(P.apply_overrides(profile, ["train.data=[x]"]))
+def test_profile_values_are_checked_before_anything_runs():
+    profile = P.load_profile("ci")
+    with pytest.raises(SettingsError, match=r"train\.stpes: not a parameter of 02_train; did you mean steps"):
+        R.check_profile(P.apply_overrides(profile, ["train.stpes=5"]))
+    with pytest.raises(SettingsError, match=r"train\.lr = 'fast': expected a finite number"):
+        R.check_profile(P.apply_overrides(profile, ["train.lr=fast"]))
+    with pytest.raises(SettingsError, match="set by the pipeline"):
+        R.check_profile(P.apply_overrides(profile, ["train.data=[x]"]))
+    bad = ["train.steps=-5", "train.lr=.nan", "train.batch_size=0", "train.test_fraction=1.5", "train.filters=0"]
+    bad += ["analysis.levels=[0, 4, 99]", "train.log_every=1e20", "round0_data.games=true"]
+    with pytest.raises(SettingsError) as info:
+        R.check_profile(P.apply_overrides(profile, bad))
+    assert len(info.value.problems) == len(bad), info.value  # every bad value named, at once
 
 
 def test_overrides_are_typed_and_dotted():
-    assert P.parse_override("train.steps=500") == ("train", "steps", 500)
-    assert P.parse_override("02_train.lr=0.5") == ("train", "lr", 0.5)
-    assert P.parse_override("analysis.levels=[0, 4]") == ("analysis", "levels", [0, 4])
-    assert P.parse_override("name=demo") == ("name", None, "demo")
+    profile = P.apply_overrides({"name": "x"}, ["train.steps=500", "02_train.lr=1e-3", "analysis.levels=[0, 4]"])
+    assert profile == {"name": "x", "train": {"steps": 500, "lr": 0.001}, "analysis": {"levels": [0, 4]}}
+    assert P.apply_overrides(profile, ["name=demo"])["name"] == "demo"
     for bad in ("steps=5", "train.steps", "nosuch.steps=1"):
         with pytest.raises(ValueError):
-            P.parse_override(bad)
+            P.apply_overrides(profile, [bad])
+
+
+def test_notebook_settings_name_every_bad_parameter():
+    namespace = {"games": "8", "levels": [0, 30], "rollout_policy": "smart", "target_power": float("nan"), "np": np}
+    with pytest.raises(SettingsError) as info:
+        R.notebook_settings("01_round0_data", namespace)
+    text = str(info.value)
+    assert all(f"{name} =" in text for name in ("games", "levels", "rollout_policy", "target_power")), text
+    params = R.notebook_settings("01_round0_data", {"games": 8, "simulations": 4, "stall_limit": None})
+    assert (
+        params.selfplay.games == 8 and params.selfplay.search.simulations == 4 and params.selfplay.stall_limit is None
+    )
 
 
 def test_plan_runs_the_alphazero_loop(tmp_path):
-    steps = P.plan(P.load_profile(ROOT / "params" / "ci.yaml"), tmp_path, rounds=3)
+    steps = P.plan(P.load_profile("ci"), tmp_path, rounds=3)
     assert [(s.notebook, s.round) for s in steps] == [
         ("01_round0_data", 0),
         ("02_train", 0),
@@ -110,26 +138,11 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     train2 = steps[7]
     assert train2.parameters["data"] == [str(tmp_path / f"round{k}" / "examples") for k in range(3)]
     assert train2.output == tmp_path / "notebooks" / "02_train-round2.ipynb"
+    assert steps[6].parameters["network"] == str(tmp_path / "train1" / "checkpoints" / "latest.pt")
     assert all(s.parameters["run_dir"] == str(tmp_path) for s in steps)
-    *_, last = P.plan(P.load_profile(ROOT / "params" / "ci.yaml"), tmp_path, rounds=2, baselines=True)
+    *_, last = P.plan(P.load_profile("ci"), tmp_path, rounds=2, baselines=True)
     assert last.notebook == "05_baselines"
     assert last.parameters["checkpoint"] == str(tmp_path / "train1" / "checkpoints" / "latest.pt")
-
-
-def test_parameter_check_lists_every_bad_parameter():
-    check = ParameterCheck("01_round0_data")
-    check.integer("games", "8", lo=1)
-    check.integers("levels", [0, 30], lo=0, hi=24)
-    check.choice("rollout_policy", "smart", ["random", "greedy"])
-    check.number("lr", float("nan"))
-    check.integer("ok", 3, lo=1)
-    with pytest.raises(ParameterError) as info:
-        check.done()
-    text = str(info.value)
-    assert all(name in text for name in ("games = '8'", "levels = [0, 30]", "rollout_policy = 'smart'", "lr = nan"))
-    assert "ok" not in text.replace("rollout", "")
-    with pytest.raises(ParameterError, match="01_round0_data: the parameters do not make a valid configuration"):
-        ParameterCheck("01_round0_data").config(lambda: SelfPlayConfig(levels=[30]))
 
 
 def test_sample_data_is_valid_and_made_by_the_kit():
@@ -143,9 +156,7 @@ def test_sample_data_is_valid_and_made_by_the_kit():
         assert report.skipped == 0
         total += len(examples)
     assert 200 <= total <= 1000
-    games = load_games(DATA / "eval_games.json")
-    assert len(games) == len(P.EVAL_LEVELS) * P.EVAL_GAMES_PER_LEVEL
-    assert sum(f.stat().st_size for f in DATA.rglob("*") if f.is_file() and ".cache" not in f.name) < 1_000_000
+    assert sum(f.stat().st_size for f in DATA.rglob("*") if f.is_file() and ".cache" not in f.name) < 2_000_000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -161,11 +172,14 @@ def test_train_command(tmp_path, capsys):
     assert result["step"] == 4 and result["stopped"] is None
     load_player(result["checkpoint"]).evaluate(np.zeros((1, 8, 16), np.uint8), np.ones((1, 2), np.uint8))
     assert main(args + ["--set", "optimizr=sgd"]) == 2
-    assert "unknown keys ['optimizr']" in capsys.readouterr().err
+    assert "--set optimizr: not a setting; did you mean optimizer" in capsys.readouterr().err
+    assert main(args + ["--steps", "-1", "--lr", "nan"]) == 2
+    err = capsys.readouterr().err
+    assert "steps = -1" in err and "lr = 'nan'" in err
 
 
 def test_train_command_fails_when_training_stops(tmp_path, capsys):
-    settings = ["steps=20", "batch_size=16", "net.filters=4", "net.blocks=0", "lr=1.0e+30", "optimizer=sgd"]
+    settings = ["steps=20", "batch_size=16", "net.filters=4", "net.blocks=0", "lr=10", "optimizer=sgd"]
     args = ["train", str(tmp_path), str(DATA / "round0-sample" / "examples"), "--no-progress", "--threads", "1"]
     assert main(args + [x for s in settings for x in ("--set", s)]) == 3
     assert "non-finite loss" in capsys.readouterr().err
@@ -179,7 +193,7 @@ def test_train_command_fails_when_training_stops(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("pipeline") / "ci"
-    P.run_pipeline(ROOT / "params" / "ci.yaml", run, rounds=2, baselines=True, progress=False, log=print)
+    P.run_pipeline("ci", run, rounds=2, baselines=True, progress=False, log=print)
     return run
 
 
@@ -210,7 +224,8 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
         pred = player.evaluate(np.zeros((2, 8, 16), np.uint8), np.ones((2, 2), np.uint8))
         assert np.isfinite(pred.won).all() and np.allclose(pred.moves.sum(axis=(1, 2, 3)), 1, atol=1e-4)
         arena = pd.read_csv(chain / f"analysis{k}" / "arena.csv")
-        assert set(arena["agent"]) == set(AGENTS) and len(arena) == len(AGENTS) * 4  # 4 levels
+        agents, levels = CI["analysis"]["agents"], CI["analysis"]["levels"]
+        assert set(arena["agent"]) == set(agents) and len(arena) == len(agents) * len(levels)
     metrics = pd.read_csv(chain / "train1" / "metrics.csv")
     assert {"train", "test"} <= set(metrics["split"]) and np.isfinite(metrics["loss"]).all()
     config = json.loads((chain / "train1" / "config.json").read_text())
@@ -220,18 +235,18 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
         "train0/checkpoints/latest.pt"
     )
     baselines = pd.read_csv(chain / "baselines" / "arena.csv")
-    assert {"random", "greedy", "mcts-round0", "dqn", "td", "net+mcts"} <= set(baselines["agent"])
+    assert set(CI["baselines"]["agents"]) == set(baselines["agent"])
 
 
 @pytest.mark.slow
 def test_chain_resumes_and_refuses_other_settings(chain, capsys):
     stamps = {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
     lines: list[str] = []
-    P.run_pipeline(ROOT / "params" / "ci.yaml", chain, rounds=2, baselines=True, progress=False, log=lines.append)
+    P.run_pipeline("ci", chain, rounds=2, baselines=True, progress=False, log=lines.append)
     assert all("done already" in line for line in lines) and len(lines) == 7
     assert stamps == {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
     with pytest.raises(ValueError, match=r"holds another run \(train\.steps: 400 -> 7\)"):
-        P.run_pipeline(ROOT / "params" / "ci.yaml", chain, overrides=["train.steps=7"], progress=False)
+        P.run_pipeline("ci", chain, overrides=["train.steps=7"], progress=False)
     args = ["pipeline", "--profile", str(ROOT / "params" / "ci.yaml"), "--run-dir", str(chain), "--no-progress"]
     assert main(args + ["--set", "train.steps=7"]) == 2
     assert "holds another run" in capsys.readouterr().err

@@ -7,9 +7,9 @@ import pytest
 from conftest import DATA
 
 import drmario as dm
-from drmario import kernels as K
-from drmario import mcts
-from drmario.search import Position, Prediction, RolloutEvaluator, SearchConfig, Searcher, search
+from drmario.engine import kernels as K
+from drmario.search import mcts
+from drmario.search.searcher import Position, Prediction, RolloutEvaluator, SearchConfig, Searcher, search
 
 
 class UniformNetwork:

@@ -4,10 +4,10 @@ import gzip
 
 import pytest
 
-import drmario.selfplay as sp
-from drmario.dataset import load_examples
-from drmario.examples import read_examples
-from drmario.search import SearchConfig
+import drmario.play.selfplay as sp
+from drmario.learn.dataset import load_examples
+from drmario.learn.examples import read_examples
+from drmario.search.searcher import SearchConfig
 
 SETTINGS = dict(games=6, levels=[0, 4], seed=3, games_per_shard=2, search=SearchConfig(simulations=6, root_rollouts=1))
 
@@ -70,7 +70,7 @@ def test_bad_settings():
         sp.SelfPlayConfig(levels=[30])
     with pytest.raises(ValueError, match="needs a network"):
         sp.SelfPlayConfig(search=SearchConfig(mode="puct"))
-    with pytest.raises(ValueError, match="SelfPlayConfig: unknown keys"):
+    with pytest.raises(ValueError, match="SelfPlayConfig: gmaes: not a setting"):
         sp.SelfPlayConfig.from_dict({"gmaes": 3})
 
 

@@ -3,7 +3,7 @@
 from collections import defaultdict
 
 import drmario as dm
-from drmario.level import viruses_only
+from drmario.engine.level import viruses_only
 
 
 def test_levels(level_vectors):

@@ -1,4 +1,4 @@
-"""The notebook pictures run headless and draw what they say (drmario.viz, drmario.viz_plots)."""
+"""The notebook pictures run headless and draw what they say (drmario.viz)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from matplotlib.figure import Figure
 
 import drmario as dm
 from drmario import viz
-from drmario.encode import symmetrize
-from drmario.viz_plots import METRIC_COLUMNS
+from drmario.engine.rules import symmetrize
+from drmario.viz.plots import METRIC_COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -258,13 +258,16 @@ def test_curve_explorer_redraws(tmp_path):
 
 
 def arena_frame() -> pd.DataFrame:
+    from drmario.play.arena import wilson
+
     rows = []
     for i, agent in enumerate(["random", "greedy"]):
         for level in (0, 5, 10):
-            clear = max(0.0, 1 - level / (8 + 6 * i))
+            wins = round(40 * max(0.0, 1 - level / (8 + 6 * i)))
+            lo, hi = wilson(wins, 40)
             rows.append(
-                dict(agent=agent, level=level, games=40, clear_rate=clear, mean_viruses_cleared=3.0 * (level + 1))
-                | dict(pills_per_virus=2.5, topout_rate=1 - clear, stalemate_rate=0.0, ms_per_move=0.5 + 10 * i)
+                dict(agent=agent, level=level, games=40, wins=wins, win_rate=wins / 40, ci_low=lo, ci_high=hi)
+                | dict(cleared_fraction=0.9, pills_per_virus=2.5, topout_rate=1 - wins / 40, ms_per_move=0.5 + 10 * i)
             )
     return pd.DataFrame(rows)
 
@@ -273,14 +276,17 @@ def test_arena_plot_and_table():
     df = arena_frame()
     fig = viz.plot_arena(df)
     assert isinstance(fig, Figure) and len(fig.axes[0].lines) == 2 and png(fig)
-    fig = viz.plot_arena(df, metric=["clear_rate", "ms_per_move"])
-    assert [a.get_title() for a in fig.axes if a.get_visible()] == ["clear rate", "ms per move"]
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "virus level" and "win rate" in ax.get_ylabel()
+    assert "Wilson 95% interval" in [t.get_text() for t in ax.get_legend().get_texts()]  # the band is labelled
+    fig = viz.plot_arena(df, metric=["win_rate", "ms_per_move"])
+    assert [a.get_title() for a in fig.axes if a.get_visible()] == ["win rate (every virus cleared)", "ms per move"]
     styler = viz.arena_table(df)
     assert type(styler).__name__ == "Styler"
     html = styler.to_html()
-    assert "font-weight: bold" in html and "100.0%" in html
+    assert "font-weight: bold" in html and "100.0%" in html and "Wilson" in html
     with pytest.raises(ValueError, match="missing column"):
-        viz.plot_arena(df.drop(columns="clear_rate"))
+        viz.plot_arena(df.drop(columns="win_rate"))
 
 
 def test_plot_calibration():

@@ -7,8 +7,8 @@ Both have a config dataclass, a trainer writing metrics.csv and resumable checkp
 directory, and an agent (the `drmario.agents.Agent` protocol) loadable from a checkpoint.
 """
 
-from .dqn import DQNAgent, DQNConfig, DQNResult, QNet, Replay, train_dqn
-from .td import TDAgent, TDConfig, TDResult, ValueNet, train_td
+from drmario.baselines.dqn import DQNAgent, DQNConfig, DQNResult, QNet, Replay, train_dqn
+from drmario.baselines.td import TDAgent, TDConfig, TDResult, ValueNet, train_td
 
 __all__ = [
     "DQNAgent",

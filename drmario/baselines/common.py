@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from .. import kernels as K
-from ..level import MAX_LEVEL, MAX_SEED, MIN_SEED
-from ..net import CheckpointError, load_file
+from drmario.engine import kernels as K
+from drmario.engine.level import TRAINING_SEEDS
+from drmario.learn.net import CheckpointError, load_file
 
 PILLS = np.array([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)], np.uint8)  # uint8[9, 2] in Pill.index order
 SLOTS = 4 * K.WIDTH * K.HEIGHT  # 512
@@ -62,24 +62,9 @@ def slot_move(slot: int) -> tuple[int, int, int]:
     return r, rest // K.HEIGHT, rest % K.HEIGHT
 
 
-def check_levels(levels: Sequence[int], where: str) -> tuple[int, ...]:
-    levels = tuple(int(v) for v in levels)
-    if not levels or any(not 0 <= v <= MAX_LEVEL for v in levels):
-        raise ValueError(f"{where}.levels must be a non-empty list of levels in 0..{MAX_LEVEL}, got {levels!r}")
-    return levels
-
-
-def check_pill_probs(probs: Sequence[float] | None, where: str) -> np.ndarray:
-    """float64[9]; None means uniform."""
-    p = np.full(9, 1 / 9) if probs is None else np.asarray(probs, np.float64)
-    if p.shape != (9,) or (p < 0).any() or abs(p.sum() - 1) > 1e-6:
-        raise ValueError(f"{where}.pill_probs must be 9 non-negative numbers summing to 1, got {probs!r}")
-    return p
-
-
 def draw_game(rng: np.random.Generator, levels: Sequence[int]) -> tuple[int, int]:
     """A training game (seed, level): a uniform NES seed and a uniform level from levels."""
-    return int(rng.integers(MIN_SEED, MAX_SEED + 1)), int(levels[rng.integers(len(levels))])
+    return int(rng.choice(TRAINING_SEEDS)), int(levels[rng.integers(len(levels))])
 
 
 # ------------------------------------------------------------------------------------------------

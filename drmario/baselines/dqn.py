@@ -50,21 +50,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .. import kernels as K
-from ..agents import Decision
-from ..board import Move
-from ..config import Settings
-from ..encode import N_PLANES, planes_torch
-from ..game import DEFAULT_STALL_LIMIT, Game
-from ..net import CheckpointError, save_checkpoint
-from ..search import Position
-from ..train import resolve_device
-from .common import (
+from drmario.baselines.common import (
     PILLS,
     SLOTS,
     MetricsCSV,
-    check_levels,
-    check_pill_probs,
     check_resume,
     draw_game,
     legal_slots,
@@ -73,68 +62,73 @@ from .common import (
     read_state,
     slot_move,
 )
+from drmario.engine import kernels as K
+from drmario.engine.board import Move
+from drmario.engine.game import DEFAULT_STALL_LIMIT, Game
+from drmario.engine.level import MAX_LEVEL
+from drmario.learn.encode import N_PLANES, planes_torch
+from drmario.learn.net import CheckpointError, save_checkpoint
+from drmario.learn.train import resolve_device
+from drmario.play.agents import Decision
+from drmario.search.searcher import Position, pill_distribution, pill_probs_problems
+from drmario.settings import Settings, setting
 
 COLUMNS = ("step", "updates", "games", "time_s", "split", "epsilon", "lr", "loss", "q_mean", "mean_reward")
 COLUMNS += ("viruses_per_game", "clear_rate", "samples_per_s", "steps_per_s")
 RESUMABLE = {"steps", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class DQNConfig(Settings):
     """Every setting of a DQN run (saved in config.json and in every checkpoint)."""
 
-    seed: int = 0  # network initialisation, games, exploration, replay sampling
-    levels: tuple[int, ...] = tuple(range(21))  # training games: a level drawn uniformly from these
-    pill_mode: str = "nes"
-    stall_limit: int | None = DEFAULT_STALL_LIMIT  # ends training games (not terminal for learning)
-    max_pills: int = 400  # a training game is cut after this many pills (not terminal either)
-    envs: int = 8  # games played in lockstep (one batched forward per step)
-    steps: int = 50_000  # transitions (pills placed) in the whole run
-    filters: int = 16  # Q-network: convolution filters
-    layers: int = 3  # Q-network: 3x3 convolutions
-    lr: float = 1e-3  # Adam
-    batch_size: int = 32
-    buffer_size: int = 50_000  # replay memory capacity (transitions); the oldest are overwritten
-    learning_starts: int = 500  # transitions before the first update
-    train_every: int = 4  # transitions per gradient update
-    target_every: int = 100  # updates between target-network refreshes
-    gamma: float = 0.9
-    eps_start: float = 1.0
-    eps_end: float = 0.05
-    eps_decay_steps: int = 5_000  # linear decay over this many transitions
-    reward_virus: float = 1.0  # per virus cleared
-    reward_win: float = 3.0
-    reward_topout: float = -3.0
-    next_pill: Literal["expected", "sampled"] = "sampled"  # "expected" costs about 2x per update on a CPU
-    pill_probs: tuple[float, ...] | None = None  # of the 9 pills for "expected"; None: uniform
-    double: bool = False  # double DQN: the online network picks a', the target network values it
-    augment: bool = True  # each sampled transition gets a random permutation of the 3 colours
-    huber: bool = True  # Huber (smooth L1) loss; False: squared error
-    grad_clip: float = 10.0  # max gradient norm (0: off)
-    log_every: int = 1_000  # transitions between metrics.csv rows
-    checkpoint_every: int = 10_000  # transitions between checkpoints (and one at the end)
-    keep_checkpoints: int = 0  # step-*.pt files kept (0: all)
-    device: str = "auto"
-    progress: bool = True
+    seed: int = setting(0, "network initialisation, games, exploration, replay sampling", ge=0)
+    levels: tuple[int, ...] = setting(
+        tuple(range(21)), "training games: a level drawn uniformly from these", ge=0, le=MAX_LEVEL
+    )
+    pill_mode: Literal["nes", "iid"] = setting("nes", "the pill sequence of the training games")
+    stall_limit: int | None = setting(DEFAULT_STALL_LIMIT, "ends training games (not terminal for learning)", ge=1)
+    max_pills: int = setting(400, "a training game is cut after this many pills (not terminal either)", ge=1)
+    envs: int = setting(8, "games played in lockstep (one batched forward per step)", ge=1, le=4096)
+    steps: int = setting(50_000, "transitions (pills placed) in the whole run", ge=1, le=10**9)
+    filters: int = setting(16, "Q-network: convolution filters", ge=1, le=1024)
+    layers: int = setting(3, "Q-network: 3x3 convolutions", ge=1, le=64)
+    lr: float = setting(1e-3, "Adam learning rate", gt=0, le=10)
+    batch_size: int = setting(32, "transitions per update", ge=1)
+    buffer_size: int = setting(50_000, "replay memory capacity (transitions); the oldest are overwritten", ge=1)
+    learning_starts: int = setting(500, "transitions before the first update (>= batch_size)", ge=1)
+    train_every: int = setting(4, "transitions per gradient update", ge=1)
+    target_every: int = setting(100, "updates between target-network refreshes", ge=1)
+    gamma: float = setting(0.9, "discount", ge=0, le=1)
+    eps_start: float = setting(1.0, "epsilon-greedy: first epsilon", ge=0, le=1)
+    eps_end: float = setting(0.05, "epsilon-greedy: final epsilon", ge=0, le=1)
+    eps_decay_steps: int = setting(5_000, "linear decay of epsilon over this many transitions", ge=1)
+    reward_virus: float = setting(1.0, "reward per virus cleared")
+    reward_win: float = setting(3.0, "reward for clearing every virus")
+    reward_topout: float = setting(-3.0, "reward for topping out")
+    next_pill: Literal["expected", "sampled"] = setting(
+        "sampled", "bootstrap over the next pill: its expectation (2x the cost per update) or the sampled one"
+    )
+    pill_probs: tuple[float, ...] | None = setting(None, "of the 9 pills for 'expected'; None: uniform", ge=0)
+    double: bool = setting(False, "double DQN: the online network picks a', the target network values it")
+    augment: bool = setting(True, "each sampled transition gets a random permutation of the 3 colours")
+    huber: bool = setting(True, "Huber (smooth L1) loss; false: squared error")
+    grad_clip: float = setting(10.0, "max gradient norm (0: off)", ge=0)
+    log_every: int = setting(1_000, "transitions between metrics.csv rows", ge=1)
+    checkpoint_every: int = setting(10_000, "transitions between checkpoints (and one at the end)", ge=1)
+    keep_checkpoints: int = setting(0, "step-*.pt files kept (0: all)", ge=0)
+    device: str = setting("auto", "auto (cuda if available), cpu, cuda or cuda:N")
+    progress: bool = setting(True, "show a progress bar")
 
-    def __post_init__(self) -> None:
-        self.levels = check_levels(self.levels, "DQNConfig")
-        if self.pill_probs is not None:
-            self.pill_probs = tuple(float(p) for p in self.pill_probs)
-        check_pill_probs(self.pill_probs, "DQNConfig")
-        if self.next_pill not in ("expected", "sampled"):
-            raise ValueError(f"DQNConfig.next_pill must be 'expected' or 'sampled', got {self.next_pill!r}")
-        if self.pill_mode not in ("nes", "iid"):
-            raise ValueError(f"DQNConfig.pill_mode must be 'nes' or 'iid', got {self.pill_mode!r}")
-        positive = ("envs", "steps", "filters", "layers", "batch_size", "buffer_size", "train_every")
-        positive += ("target_every", "eps_decay_steps", "log_every", "checkpoint_every", "max_pills")
-        for name in positive:
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
-                raise ValueError(f"DQNConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
-        if not (0 <= self.gamma <= 1 and self.lr > 0 and 0 <= self.eps_end <= self.eps_start <= 1):
-            raise ValueError("DQNConfig: need 0 <= gamma <= 1, lr > 0 and 0 <= eps_end <= eps_start <= 1")
+    def check(self) -> list[str]:
+        problems = pill_probs_problems(self.pill_probs)
+        if not self.levels:
+            problems.append("levels = (): expected at least one level")
+        if self.eps_end > self.eps_start:
+            problems.append(f"eps_end = {self.eps_end}: expected <= eps_start ({self.eps_start})")
         if self.learning_starts < self.batch_size:
-            raise ValueError(f"DQNConfig.learning_starts must be >= batch_size ({self.batch_size})")
+            problems.append(f"learning_starts = {self.learning_starts}: expected >= batch_size ({self.batch_size})")
+        return problems
 
 
 class QNet(nn.Module):
@@ -281,7 +275,7 @@ def q_targets(
             v = q.max(dim=1).values
         v = torch.where(torch.isfinite(v), v, torch.zeros_like(v))  # no legal move: nothing more to gain
         if cfg.next_pill == "expected":
-            probs = torch.as_tensor(check_pill_probs(cfg.pill_probs, "DQNConfig"), dtype=v.dtype, device=device)
+            probs = torch.as_tensor(pill_distribution(cfg.pill_probs), dtype=v.dtype, device=device)
             v = v.view(len(live), 9) @ probs
         value[torch.from_numpy(live).to(device)] = v
     return reward + cfg.gamma * value

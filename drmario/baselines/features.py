@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .. import kernels as K
+from drmario.engine import kernels as K
 
 FEATURES = (
     *(f"height_{x}" for x in range(K.WIDTH)),

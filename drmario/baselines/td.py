@@ -52,64 +52,63 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .. import kernels as K
-from ..agents import Decision
-from ..board import Move
-from ..config import Settings
-from ..game import DEFAULT_STALL_LIMIT, Game, Outcome
-from ..net import CheckpointError, save_checkpoint
-from ..search import Position
-from ..train import resolve_device
-from .common import PILLS, MetricsCSV, check_levels, check_pill_probs, check_resume, draw_game, prune, read_state
-from .features import N_FEATURES, board_features, expand, mlp_values
+from drmario.baselines.common import (
+    PILLS,
+    MetricsCSV,
+    check_resume,
+    draw_game,
+    prune,
+    read_state,
+)
+from drmario.baselines.features import N_FEATURES, board_features, expand, mlp_values
+from drmario.engine import kernels as K
+from drmario.engine.board import Move
+from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, Outcome
+from drmario.engine.level import MAX_LEVEL
+from drmario.learn.net import CheckpointError, save_checkpoint
+from drmario.learn.train import resolve_device
+from drmario.play.agents import Decision
+from drmario.search.searcher import Position, pill_distribution, pill_probs_problems
+from drmario.settings import Settings, setting
 
 COLUMNS = ("step", "games", "time_s", "split", "lr", "lr_after", "loss", "mean_outcome", "viruses_per_game")
 COLUMNS += ("clear_rate", "samples_per_s", "positions_per_s")
 RESUMABLE = {"games", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TDConfig(Settings):
     """Every setting of a TD run (saved in config.json and in every checkpoint)."""
 
-    seed: int = 0  # network initialisation and the training games
-    levels: tuple[int, ...] = tuple(range(21))  # training games: a level drawn uniformly from these
-    pill_mode: str = "nes"
-    stall_limit: int | None = DEFAULT_STALL_LIMIT  # in the games and inside the search
-    max_pills: int = 400  # a training game is cut after this many pills (no final update then)
-    games: int = 300  # training games in the whole run
-    hidden: int = 40  # hidden sigmoid units
-    lr_game: float = 0.005  # in-game learning rate (TD step toward the chosen successor's value)
-    lr_after: float = 0.01  # after-game learning rate (step toward the outcome)
-    win: float = 1.0  # outcome values, in [0, 1] like the sigmoid output
-    topout: float = 0.0
-    stalemate: float = 0.0
-    value: Literal["share", "win"] = "share"  # what V estimates (module docstring)
-    depth: int = 2  # 1: value of the board after each placement; 2: expectimax over the next pill
-    top_k: int = 6  # first-ply placements searched to the second ply (best by 1-ply value); 0: all
-    pill_probs: tuple[float, ...] | None = None  # of the 9 pills; None: uniform
-    log_every: int = 10  # games between metrics.csv rows
-    checkpoint_every: int = 100  # games between checkpoints (and one at the end)
-    keep_checkpoints: int = 0  # step-*.pt files kept (0: all)
-    device: str = "cpu"  # a 40-unit net is fastest on the CPU
-    progress: bool = True
+    seed: int = setting(0, "network initialisation and the training games", ge=0)
+    levels: tuple[int, ...] = setting(
+        tuple(range(21)), "training games: a level drawn uniformly from these", ge=0, le=MAX_LEVEL
+    )
+    pill_mode: Literal["nes", "iid"] = setting("nes", "the pill sequence of the training games")
+    stall_limit: int | None = setting(DEFAULT_STALL_LIMIT, "in the games and inside the search", ge=1)
+    max_pills: int = setting(400, "a training game is cut after this many pills (no final update then)", ge=1)
+    games: int = setting(300, "training games in the whole run", ge=1, le=10**8)
+    hidden: int = setting(40, "hidden sigmoid units", ge=1, le=4096)
+    lr_game: float = setting(0.005, "in-game learning rate (TD step toward the chosen successor's value)", ge=0)
+    lr_after: float = setting(0.01, "after-game learning rate (step toward the outcome)", ge=0)
+    win: float = setting(1.0, "outcome value of a win, in [0, 1] like the sigmoid output", ge=0, le=1)
+    topout: float = setting(0.0, "outcome value of a top out", ge=0, le=1)
+    stalemate: float = setting(0.0, "outcome value of a stalemate", ge=0, le=1)
+    value: Literal["share", "win"] = setting("share", "what V estimates (module docstring)")
+    depth: Literal[1, 2] = setting(2, "1: value of the board after each placement; 2: expectimax over the next pill")
+    top_k: int = setting(6, "first-ply placements searched to the second ply (best by 1-ply value); 0: all", ge=0)
+    pill_probs: tuple[float, ...] | None = setting(None, "of the 9 pills; None: uniform", ge=0)
+    log_every: int = setting(10, "games between metrics.csv rows", ge=1)
+    checkpoint_every: int = setting(100, "games between checkpoints (and one at the end)", ge=1)
+    keep_checkpoints: int = setting(0, "step-*.pt files kept (0: all)", ge=0)
+    device: str = setting("cpu", "a 40-unit net is fastest on the CPU")
+    progress: bool = setting(True, "show a progress bar")
 
-    def __post_init__(self) -> None:
-        self.levels = check_levels(self.levels, "TDConfig")
-        if self.pill_probs is not None:
-            self.pill_probs = tuple(float(p) for p in self.pill_probs)
-        check_pill_probs(self.pill_probs, "TDConfig")
-        if self.value not in ("share", "win"):
-            raise ValueError(f"TDConfig.value must be 'share' or 'win', got {self.value!r}")
-        if self.depth not in (1, 2):
-            raise ValueError(f"TDConfig.depth must be 1 or 2, got {self.depth!r}")
-        for name in ("games", "hidden", "max_pills", "log_every", "checkpoint_every"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
-                raise ValueError(f"TDConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.top_k < 0 or self.lr_game < 0 or self.lr_after < 0:
-            raise ValueError("TDConfig: need top_k >= 0, lr_game >= 0 and lr_after >= 0")
-        if not all(0 <= v <= 1 for v in (self.win, self.topout, self.stalemate)):
-            raise ValueError("TDConfig: the outcome values win, topout, stalemate must be in [0, 1]")
+    def check(self) -> list[str]:
+        problems = pill_probs_problems(self.pill_probs)
+        if not self.levels:
+            problems.append("levels = (): expected at least one level")
+        return problems
 
 
 class ValueNet(nn.Module):
@@ -227,7 +226,7 @@ def td_search(
         starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         best = np.full(len(top) * len(PILLS), cfg.topout)  # a pill with no legal move: a top out
         best[group[starts]] = np.maximum.reduceat(v2, starts)
-        boards[top] = best.reshape(len(top), len(PILLS)) @ check_pill_probs(cfg.pill_probs, "TDConfig")
+        boards[top] = best.reshape(len(top), len(PILLS)) @ pill_distribution(cfg.pill_probs)
         values = _move_values(boards, one, cfg)
         candidates = ~running
         candidates[top] = True

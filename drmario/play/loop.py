@@ -17,48 +17,43 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .agents import SearchAgent
-from .config import Settings
-from .dataset import ExampleSet, load_examples
-from .examples import read_sidecar
-from .files import append_csv, write_atomic
-from .search import SearchConfig
-from .selfplay import SHARDS, SelfPlayConfig, done_games, play_shard
-from .train import TrainConfig, Trainer
+from drmario.files import append_csv, write_atomic
+from drmario.learn.dataset import ExampleSet, load_examples
+from drmario.learn.examples import read_sidecar
+from drmario.learn.train import TrainConfig, Trainer
+from drmario.play.agents import SearchAgent
+from drmario.play.selfplay import SHARDS, SelfPlayConfig, done_games, play_shard
+from drmario.search.searcher import SearchConfig
+from drmario.settings import Settings, setting
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopConfig(Settings):
     """Settings of a concurrent run. selfplay.games is the run's total; train.steps its cap."""
 
-    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)  # search: the network search (round N)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    bootstrap: SearchConfig = field(default_factory=lambda: SearchConfig(simulations=50, root_rollouts=1))
-    window: int = 20_000  # train on the newest examples, about this many
-    min_examples: int = 500  # examples before the first training step
-    steps_per_example: float = 0.25  # training steps allowed per example played (the cap)
-    chunk_steps: int = 50  # steps per learner update between looks for new shards
-    actors: int = 2  # shards played at once
-    torch_threads: int = 1  # per process: actors and learner share the cores; oversubscribed OpenMP crawls
-    max_seconds: float | None = None  # stop after this long (shards in progress are finished)
+    selfplay: SelfPlayConfig = setting(SelfPlayConfig(), "the actors' self-play (search: the network search)")
+    train: TrainConfig = setting(TrainConfig(), "the learner")
+    bootstrap: SearchConfig = setting(
+        SearchConfig(simulations=50, root_rollouts=1), "the round-0 search played before the first checkpoint"
+    )
+    window: int = setting(20_000, "train on the newest examples, about this many", ge=1)
+    min_examples: int = setting(500, "examples before the first training step", ge=0)
+    steps_per_example: float = setting(0.25, "training steps allowed per example played (the cap)", gt=0)
+    chunk_steps: int = setting(50, "steps per learner update between looks for new shards", ge=1)
+    actors: int = setting(2, "shards played at once", ge=1, le=1024)
+    torch_threads: int = setting(1, "torch threads per process (actors and learner share the cores)", ge=0)
+    max_seconds: float | None = setting(None, "stop after this long (shards in progress are finished)", gt=0)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.selfplay, dict):
-            self.selfplay = SelfPlayConfig.from_dict(self.selfplay)
-        if isinstance(self.train, dict):
-            self.train = TrainConfig.from_dict(self.train)
-        if isinstance(self.bootstrap, dict):
-            self.bootstrap = SearchConfig.from_dict(self.bootstrap)
+    def check(self) -> list[str]:
         if self.bootstrap.mode != "round0":
-            raise ValueError("the bootstrap search (before the first checkpoint) must be round 0")
-        if self.steps_per_example <= 0 or self.window < 1 or self.actors < 1 or self.chunk_steps < 1:
-            raise ValueError("need steps_per_example > 0 and window, actors, chunk_steps >= 1")
+            return [f"bootstrap.mode = {self.bootstrap.mode!r}: the search before the first checkpoint must be round0"]
+        return []
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -71,7 +66,7 @@ _AGENTS: dict = {}  # per worker process: the agent for the checkpoint last seen
 
 def _agent_for(cfg: LoopConfig, run_dir: str) -> tuple[SearchAgent, int]:
     """The search agent for the newest checkpoint (round 0 before there is one) and its step."""
-    from .net import load_player, read_checkpoint
+    from drmario.learn.net import load_player, read_checkpoint
 
     path = latest_checkpoint(run_dir)
     stamp = path.stat().st_mtime_ns if path else 0

@@ -15,63 +15,68 @@ import json
 import queue
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from .agents import GameSpec, SearchAgent, play_lockstep
-from .config import Settings
-from .examples import game_examples, read_sidecar, write_examples
-from .files import append_csv, write_atomic
-from .game import DEFAULT_STALL_LIMIT, GameRecord
-from .level import MAX_LEVEL, MAX_SEED, MIN_SEED
-from .search import SearchConfig
+from drmario.engine.game import DEFAULT_STALL_LIMIT, GameRecord
+from drmario.engine.level import MAX_LEVEL, TRAINING_SEEDS
+from drmario.files import append_csv, write_atomic
+from drmario.learn.examples import game_examples, read_sidecar, write_examples
+from drmario.play.agents import SearchAgent
+from drmario.play.lockstep import GameSpec, play_lockstep
+from drmario.search.searcher import SearchConfig
+from drmario.settings import Settings, setting
 
 SHARDS = "examples"
 RECORDS = "records"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelfPlayConfig(Settings):
     """Settings of a self-play run (recorded in selfplay.json and in every shard's sidecar)."""
 
-    games: int = 64  # games in the run
-    levels: list[int] = field(default_factory=lambda: [0, 2, 4, 6, 8, 10])  # game i plays levels[i % len]
-    seed: int = 0  # fixes every game's NES seed and every search
-    pill_mode: str = "nes"
-    stall_limit: int | None = DEFAULT_STALL_LIMIT
-    max_pills: int = 400  # a game still running after this many pills is stopped (no examples)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    network: str | None = None  # checkpoint for round N (search.mode "puct" or "gumbel")
-    device: str = "cpu"
-    temperature: float = 1.0  # move sampling from the target for the first temperature_moves pills
-    temperature_moves: int = 0
-    games_per_shard: int = 16  # also the lockstep width inside a shard
-    workers: int = 1  # search processes
-    inference: str = "local"  # "local": each process evaluates with its own network copy;
-    # "server": one inference process on `device` serves every search process (a GPU, many cores)
+    games: int = setting(64, "games in the run", ge=1, le=10**7)
+    levels: list[int] = setting(
+        [0, 2, 4, 6, 8, 10], "virus levels; game i plays levels[i % len(levels)]", ge=0, le=MAX_LEVEL
+    )
+    seed: int = setting(0, "fixes every game's NES seed and every search", ge=0)
+    pill_mode: Literal["nes", "iid"] = setting("nes", "the pill sequence: the NES list of the level, or i.i.d. pills")
+    stall_limit: int | None = setting(
+        DEFAULT_STALL_LIMIT, "a game ends in a stalemate after this many pills that clear no virus (None: never)", ge=1
+    )
+    max_pills: int = setting(400, "a game still running after this many pills is stopped (no examples)", ge=1, le=10**5)
+    search: SearchConfig = setting(SearchConfig(), "the search that chooses every move")
+    network: str | None = setting(None, "network checkpoint for a search with a network (mode puct or gumbel)")
+    device: str = setting("cpu", "where the network runs: auto (cuda if available), cpu, cuda or cuda:N")
+    temperature: float = setting(1.0, "moves are sampled from target ** (1 / temperature) ...", ge=0)
+    temperature_moves: int = setting(
+        0, "... for this many first pills of each game, then the best move is played", ge=0
+    )
+    games_per_shard: int = setting(16, "games per example file (also how many are played in lockstep)", ge=1, le=4096)
+    workers: int = setting(1, "search processes", ge=1, le=1024)
+    inference: Literal["local", "server"] = setting(
+        "local", "local: each process runs its own network copy; server: one inference process on device serves all"
+    )
 
-    def __post_init__(self) -> None:
-        if isinstance(self.search, dict):
-            self.search = SearchConfig.from_dict(self.search)
-        if not self.levels or any(not 0 <= lv <= MAX_LEVEL for lv in self.levels):
-            raise ValueError(f"levels must be a non-empty list of levels in 0..{MAX_LEVEL}, got {self.levels}")
-        if self.games < 1 or self.games_per_shard < 1 or self.workers < 1:
-            raise ValueError("games, games_per_shard and workers must be >= 1")
+    def check(self) -> list[str]:
+        problems = []
+        if not self.levels:
+            problems.append("levels = []: expected at least one level")
         if self.search.mode != "round0" and not self.network:
-            raise ValueError(f"search mode {self.search.mode!r} needs a network checkpoint")
-        if self.inference not in ("local", "server"):
-            raise ValueError(f"inference must be 'local' or 'server', got {self.inference!r}")
-        if self.inference == "server" and (self.search.mode == "round0" or self.games_per_shard > 4096):
-            raise ValueError("inference='server' needs a network search and games_per_shard <= 4096")
+            problems.append(f"network = None: search mode {self.search.mode!r} needs a network checkpoint")
+        if self.inference == "server" and self.search.mode == "round0":
+            problems.append("inference = 'server': needs a search with a network")
+        return problems
 
     def game_specs(self) -> list[GameSpec]:
         """Game i: level levels[i % len(levels)], NES seed drawn from (seed, i)."""
         specs = []
         for i in range(self.games):
-            nes_seed = int(np.random.default_rng([self.seed, i]).integers(MIN_SEED, MAX_SEED + 1))
+            nes_seed = int(np.random.default_rng([self.seed, i]).choice(TRAINING_SEEDS))
             specs.append(GameSpec(i, nes_seed, self.levels[i % len(self.levels)]))
         return specs
 
@@ -100,14 +105,16 @@ def _make_agent(cfg: SelfPlayConfig) -> SearchAgent:
 
         torch.set_num_threads(1)  # one core per worker: oversubscribed OpenMP threads crawl
     if cfg.network:
-        from .net import load_net, load_player
+        from drmario.learn.net import load_net, load_player
+        from drmario.learn.train import resolve_device
 
-        if cfg.device.startswith("cuda"):  # fixed shapes, CUDA graphs, overlapped halves
-            from .inference import BatchedInference
+        device = resolve_device(cfg.device)
+        if device.type == "cuda":  # fixed shapes, CUDA graphs, overlapped halves
+            from drmario.play.inference import BatchedInference
 
-            evaluator = BatchedInference(load_net(cfg.network), cfg.device)
+            evaluator = BatchedInference(load_net(cfg.network), str(device))
         else:
-            evaluator = load_player(cfg.network, device=cfg.device)
+            evaluator = load_player(cfg.network, device=device)
     return SearchAgent(cfg.search, evaluator, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves)
 
 
@@ -126,10 +133,7 @@ def play_shard(
         examples = game_examples(record, targets) if record.outcome else []
         finished[record.meta["index"]] = (record, examples)
 
-    driver = play_lockstep
-    if hasattr(agent.evaluator, "submit"):  # an asynchronous evaluator: overlap two halves
-        from .inference import play_pipelined as driver
-    driver(
+    play_lockstep(
         agent,
         specs,
         lockstep=len(specs),
@@ -192,7 +196,7 @@ def _server_worker(cfg_dict: dict, shards: list[list[GameSpec]], run_dir: str, h
     """A search process of `_generate_with_server`: its shards, evaluated by the server."""
     import torch
 
-    from .inference import RemoteEvaluator
+    from drmario.play.inference import RemoteEvaluator
 
     torch.set_num_threads(1)
     cfg = SelfPlayConfig.from_dict(cfg_dict)
@@ -207,8 +211,8 @@ def _server_worker(cfg_dict: dict, shards: list[list[GameSpec]], run_dir: str, h
 
 def _generate_with_server(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run_dir: Path, bar) -> None:
     """cfg.workers search processes feed one inference process; its stats go to metrics.csv."""
-    from .inference import InferenceServer
-    from .net import load_net
+    from drmario.learn.net import load_net
+    from drmario.play.inference import InferenceServer
 
     ctx = _spawn()
     done = ctx.Queue()

@@ -70,9 +70,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import kernels as K
-from .board import ALL_PILLS, CODE_TO_LETTER, LETTER_TO_CODE, Board, Colour, FormatError, Pill, unpaired_halves
-from .encode import (
+from drmario.engine import kernels as K
+from drmario.engine.board import (
+    ALL_PILLS,
+    CODE_TO_LETTER,
+    LETTER_TO_CODE,
+    Board,
+    Colour,
+    FormatError,
+    Pill,
+    unpaired_halves,
+)
+from drmario.engine.game import GameRecord, Outcome
+from drmario.learn.encode import (
     MOVES_SHAPE,
     N_MOVES,
     TRIPLE_OK,
@@ -84,7 +94,6 @@ from .encode import (
     symmetrize,
     triple_message,
 )
-from .game import GameRecord, Outcome
 
 SUM_TOLERANCE = 1e-3
 SYMMETRY_TOLERANCE = 1e-4
@@ -606,10 +615,10 @@ def read_sidecar(path: str | os.PathLike) -> dict | None:
 def code_version() -> dict:
     """``{"code_version", "git_commit", "git_dirty"}`` of this package (git fields None when the
     package is not in a git checkout)."""
-    import drmario
+    from drmario import __version__
 
-    info: dict = {"code_version": drmario.__version__, "git_commit": None, "git_dirty": None}
-    root = Path(__file__).resolve().parent.parent
+    info: dict = {"code_version": __version__, "git_commit": None, "git_dirty": None}
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return info
     try:

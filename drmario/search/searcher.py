@@ -15,73 +15,82 @@ The search sees a position (board, pill to place, stall counter), never a game's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 from numba import njit
 
-from . import kernels as K
-from . import mcts
-from .board import Move, Pill
-from .config import Settings
-from .encode import MOVES_SHAPE, symmetrize
-from .game import Game
+from drmario.engine import kernels as K
+from drmario.engine.board import Move, Pill
+from drmario.engine.game import Game
+from drmario.engine.rules import MOVES_SHAPE, symmetrize
+from drmario.search import mcts
+from drmario.settings import Settings, setting
 
 Mode = Literal["round0", "puct", "gumbel"]
 
 
 class Position(NamedTuple):
-    """What a search may know: the board, the pill to place, and the stall counter."""
+    """What a player may know: the board, the pill to place, the stall rule's state (pills since a
+    virus was last cleared, and the game's stall limit, None without a stall rule), the NES preview
+    of the next pill, and how many pills the game has used."""
 
     cells: np.ndarray  # uint8[8, 16]
     pill: Pill
     stall: int = 0
+    stall_limit: int | None = None
+    preview: Pill | None = None
+    pills_used: int = 0
 
     @classmethod
     def of(cls, game: Game) -> Position:
-        return cls(game.board.cells, game.pill, game.stall)
+        return cls(game.board.cells, game.pill, game.stall, game.stall_limit, game.next_pill, game.pills_used)
 
 
 @dataclass(frozen=True)
 class SearchConfig(Settings):
     """Search settings; every field is recorded with the examples a search makes."""
 
-    mode: Mode = "round0"
-    simulations: int = 200  # per decision (round 0: after the root evaluation)
-    stall_limit: int | None = 20  # stalemate inside the tree, as in the game
-    pill_probs: tuple[float, ...] | None = None  # of the 9 pills (r, y, b order); None: uniform
+    mode: Mode = setting("round0", "round0: rollouts, no network; puct or gumbel: with a network")
+    simulations: int = setting(200, "simulations per decision (round 0: after the root evaluation)", ge=0, le=10**6)
+    pill_probs: tuple[float, ...] | None = setting(
+        None, "probabilities of the 9 next pills (r, y, b order of the left then right half); None: uniform", ge=0
+    )
     # round 0
-    root_rollouts: int = 2  # rollouts per root placement before the UCT simulations
-    rollout_policy: Literal["random", "greedy"] = "random"
-    horizon: int | None = None  # rollout length cap in pills; None: to the end of the game
-    c_uct: float = 1.0  # UCT exploration, on min-max normalised values
-    target_power: float = 1.0  # round-0 target proportional to value ** target_power
+    root_rollouts: int = setting(2, "round 0: rollouts per root placement before the simulations", ge=1, le=1000)
+    rollout_policy: Literal["random", "greedy"] = setting("random", "round 0: rollout moves")
+    horizon: int | None = setting(None, "round 0: rollout length cap in pills; None: to the end of the game", ge=1)
+    c_uct: float = setting(1.0, "round 0: UCT exploration, on min-max normalised values", ge=0)
+    target_power: float = setting(1.0, "round 0: the moves target is proportional to value ** target_power", ge=0)
     # round N
-    c_puct: float = 1.5
-    fpu_reduction: float = 0.0  # unvisited moves start at the parent's value minus this
-    dirichlet_alpha: float = 0.3
-    dirichlet_fraction: float = 0.25  # 0 turns root noise off
-    gumbel_m: int = 16  # root candidates for sequential halving
-    gumbel_c_visit: float = 50.0
-    gumbel_c_scale: float = 1.0
+    c_puct: float = setting(1.5, "PUCT exploration constant", ge=0)
+    fpu_reduction: float = setting(0.0, "unvisited moves start at the parent's value minus this", ge=0)
+    dirichlet_alpha: float = setting(0.3, "Dirichlet noise concentration at the root", gt=0)
+    dirichlet_fraction: float = setting(0.25, "share of the Dirichlet noise in the root priors (0: none)", ge=0, le=1)
+    gumbel_m: int = setting(16, "gumbel: root candidates for sequential halving", ge=1, le=512)
+    gumbel_c_visit: float = setting(50.0, "gumbel: c_visit of sigma(q)", ge=0)
+    gumbel_c_scale: float = setting(1.0, "gumbel: c_scale of sigma(q)", ge=0)
 
-    def __post_init__(self) -> None:
-        if self.pill_probs is not None:  # a list from JSON or YAML
-            object.__setattr__(self, "pill_probs", tuple(self.pill_probs))
-        if self.mode not in ("round0", "puct", "gumbel"):
-            raise ValueError(f"search mode must be round0, puct or gumbel, got {self.mode!r}")
-        if self.simulations < 0 or self.root_rollouts < (1 if self.mode == "round0" else 0):
-            raise ValueError("simulations must be >= 0 and round 0 needs root_rollouts >= 1")
-        if self.rollout_policy not in ("random", "greedy"):
-            raise ValueError(f"rollout_policy must be random or greedy, got {self.rollout_policy!r}")
-        probs = self.probs
-        if probs.shape != (9,) or (probs < 0).any() or abs(probs.sum() - 1) > 1e-6:
-            raise ValueError(f"pill_probs must be 9 non-negative numbers summing to 1, got {self.pill_probs}")
+    def check(self) -> list[str]:
+        return pill_probs_problems(self.pill_probs)
 
     @property
     def probs(self) -> np.ndarray:
-        return np.full(9, 1 / 9) if self.pill_probs is None else np.asarray(self.pill_probs, np.float64)
+        return pill_distribution(self.pill_probs)
+
+
+def pill_probs_problems(probs: Sequence[float] | None) -> list[str]:
+    """The settings problem of a next-pill distribution (9 probabilities summing to 1, or None)."""
+    if probs is not None and (len(probs) != 9 or abs(sum(probs) - 1) > 1e-6):
+        return [f"pill_probs = {list(probs)}: expected 9 numbers >= 0 summing to 1 (or None: uniform)"]
+    return []
+
+
+def pill_distribution(probs: Sequence[float] | None) -> np.ndarray:
+    """float64[9] probabilities of the next pill (pill index 3 * (left - 1) + right - 1); None: uniform."""
+    return np.full(9, 1 / 9) if probs is None else np.asarray(probs, np.float64)
 
 
 class Prediction(NamedTuple):
@@ -233,6 +242,9 @@ class Searcher:
         cells = np.zeros((games, K.WIDTH, K.HEIGHT), np.uint8)
         pills = np.ones((games, 2), np.uint8)
         stalls = np.zeros(games, np.int16)
+        limits = {pos.stall_limit for pos in positions}
+        if len(limits) > 1:
+            raise ValueError(f"positions searched together must share the stall rule, got stall limits {limits}")
         for i, pos in enumerate(positions):
             if K.spawn_blocked(pos.cells):
                 raise ValueError(f"position {i}: a spawn cell is occupied, so there is no move to search")
@@ -242,7 +254,7 @@ class Searcher:
         self._reserve(games, 0, 0)
         mcts.set_roots(self.forest, active, cells, pills, stalls, seed_array)
         self._active, self._seeds, self._n = active, seed_array, g
-        self._stall_limit = cfg.stall_limit or 0
+        self._stall_limit = (positions[0].stall_limit or 0) if positions else 0
         self._mode = {"round0": mcts.UCT, "puct": mcts.PUCT, "gumbel": mcts.GUMBEL}[cfg.mode]
         self._steps_done = -1  # the first step evaluates the roots
         if cfg.mode == "round0":

@@ -30,35 +30,23 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .files import write_atomic
+from drmario.files import write_atomic
+from drmario.run.profiles import (
+    NOTEBOOKS,
+    PATH_PARAMETERS,
+    ROOT,
+    apply_overrides,
+    check_profile,
+    kit_dir,
+    load_profile,
+)
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout: notebooks/, params/, data/
-NOTEBOOKS_DIR = ROOT / "notebooks"
-
-# profile section -> notebook (file stem)
-SECTIONS = {
-    "round0_data": "01_round0_data",
-    "train": "02_train",
-    "analysis": "03_analysis",
-    "next_round": "04_next_round",
-    "baselines": "05_baselines",
-}
-# parameters the pipeline sets itself (a profile may not)
-PIPELINE_SET = {
-    "round0_data": ("run_dir",),
-    "train": ("run_dir", "round", "data"),
-    "analysis": ("run_dir", "round"),
-    "next_round": ("run_dir", "round"),
-    "baselines": ("run_dir", "checkpoint"),
-}
-# parameters that are paths: a relative path in a profile is taken from the current directory
-PATH_PARAMETERS = ("checkpoint", "eval_games")
 RECORD = "pipeline.json"
 
 
@@ -89,12 +77,13 @@ def checkpoint_path(run_dir: str | Path, round: int) -> Path:
 
 
 def child_env() -> dict[str, str]:
-    """The environment for kernels and trainers started from here: this checkout first on
-    PYTHONPATH (absolute, so it holds whatever the child's working directory), so that they import
-    this drmario even where it is not installed."""
+    """The environment for kernels and trainers started from here: when this package runs from a
+    checkout, the checkout first on PYTHONPATH (absolute, whatever the child's working directory),
+    so that they import this drmario even where it is not installed."""
     env = dict(os.environ)
-    parts = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    if (ROOT / "pyproject.toml").is_file():
+        parts = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     return env
 
 
@@ -109,122 +98,6 @@ def _environ(env: Mapping[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-
-
-# ------------------------------------------------------------------------------------------------
-# Profiles
-
-
-def notebook_parameters(notebook: str, notebooks_dir: str | Path = NOTEBOOKS_DIR) -> dict[str, dict[str, str]]:
-    """The parameters of a notebook (file stem), read from its parameters cell: name ->
-    {"type": annotation, "default": source text, "help": comment}."""
-    import papermill as pm
-
-    path = Path(notebooks_dir) / f"{notebook}.ipynb"
-    if not path.is_file():
-        raise FileNotFoundError(f"no notebook {path}")
-    return {
-        name: {"type": info["inferred_type_name"], "default": info["default"], "help": info["help"]}
-        for name, info in pm.inspect_notebook(str(path)).items()
-    }
-
-
-def _fits(value: Any, annotation: str) -> bool:
-    """Whether a profile value fits a parameter's annotation (int, float, str, bool, list[...], dict)."""
-    base, _, inner = annotation.partition("[")
-    if base == "bool":
-        return isinstance(value, bool)
-    if base == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if base == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if base == "str":
-        return isinstance(value, str)
-    if base == "dict":
-        return isinstance(value, dict)
-    if base == "list":
-        return isinstance(value, list) and (not inner or all(_fits(v, inner.rstrip("]")) for v in value))
-    return True  # an annotation this check does not know
-
-
-def _section(key: str) -> str:
-    """A profile section from its name or its notebook's name ("train" or "02_train")."""
-    if key in SECTIONS:
-        return key
-    for section, notebook in SECTIONS.items():
-        if key == notebook:
-            return section
-    raise ValueError(f"unknown profile section {key!r}: use one of {', '.join(SECTIONS)}")
-
-
-def load_profile(path: str | Path) -> dict[str, Any]:
-    """A profile from YAML (or JSON): ``{"name": ..., section: {parameter: value}}``."""
-    import yaml
-
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"profile {path}: cannot read it: {e}") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"profile {path}: expected a mapping of a name and sections, got {type(data).__name__}")
-    profile: dict[str, Any] = {"name": data.pop("name", path.stem)}
-    for key, values in data.items():
-        if not isinstance(values, dict):
-            raise ValueError(f"profile {path}: section {key!r} must be a mapping of parameters")
-        profile[_section(key)] = dict(values)
-    return profile
-
-
-def parse_override(text: str) -> tuple[str, str | None, Any]:
-    """``section.parameter=value`` (or ``name=value``) -> (section or "name", parameter, value);
-    the value is read as YAML, so ``500``, ``0.1``, ``true``, ``[0, 4]`` and ``null`` are typed."""
-    import yaml
-
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ValueError(f"override {text!r}: expected section.parameter=value, e.g. train.steps=500")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        raise ValueError(f"override {text!r}: the value is not valid YAML: {e}") from e
-    if key == "name":
-        return "name", None, value
-    section, dot, parameter = key.partition(".")
-    if not dot or not parameter:
-        raise ValueError(f"override {text!r}: expected section.parameter=value, e.g. train.steps=500")
-    return _section(section), parameter, value
-
-
-def apply_overrides(profile: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of profile with ``section.parameter=value`` overrides applied."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in profile.items()}
-    for text in overrides:
-        section, parameter, value = parse_override(text)
-        if parameter is None:
-            out["name"] = value
-        else:
-            out.setdefault(section, {})[parameter] = value
-    return out
-
-
-def check_profile(profile: Mapping[str, Any], notebooks_dir: str | Path = NOTEBOOKS_DIR) -> None:
-    """Every profile key must be a parameter of its notebook, not one the pipeline sets, and of the
-    parameter's type (a YAML ``1e-3`` is a string: write ``1.0e-3``)."""
-    problems = []
-    for section, notebook in SECTIONS.items():
-        values = profile.get(section, {})
-        known = notebook_parameters(notebook, notebooks_dir)
-        for key, value in values.items():
-            if key in PIPELINE_SET[section]:
-                problems.append(f"{section}.{key}: set by the pipeline, not by a profile")
-            elif key not in known:
-                problems.append(f"{section}.{key}: not a parameter of {notebook} (it has: {', '.join(known)})")
-            elif not _fits(value, known[key]["type"]):
-                problems.append(f"{section}.{key} = {value!r}: expected {known[key]['type']} ({known[key]['help']})")
-    if problems:
-        raise ValueError(f"profile {profile.get('name')!r}: " + "; ".join(problems))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,14 +135,15 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
         return {**values, **fixed, "run_dir": str(run_dir)}
 
     def step(section: str, k: int, products: tuple[Path, ...], **fixed: Any) -> Step:
-        notebook = SECTIONS[section]
+        notebook = NOTEBOOKS[section].stem
         name = f"{notebook}.ipynb" if k == 0 else f"{notebook}-round{k}.ipynb"
         return Step(notebook, k, books / name, params(section, **fixed), products)
 
     steps = [step("round0_data", 0, (round_dir(run_dir, 0) / "examples",))]
     for k in range(rounds):
         if k > 0:
-            steps.append(step("next_round", k, (round_dir(run_dir, k) / "examples",), round=k))
+            network = str(checkpoint_path(run_dir, k - 1))
+            steps.append(step("next_round", k, (round_dir(run_dir, k) / "examples",), round=k, network=network))
         data = [str(round_dir(run_dir, j) / "examples") for j in range(k + 1)]  # every round's data so far
         products = (checkpoint_path(run_dir, k), train_dir(run_dir, k) / "train_result.json")
         steps.append(step("train", k, products, round=k, data=data))
@@ -326,7 +200,7 @@ def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds
         rounds = max(rounds, int(previous.get("rounds", 1)))
     elif run_dir.exists() and any(run_dir.iterdir()):
         raise ValueError(f"{run_dir} is not empty and holds no {RECORD}: not a pipeline run; use a new run directory")
-    from .examples import code_version
+    from drmario.learn.examples import code_version
 
     run_dir.mkdir(parents=True, exist_ok=True)
     entry = {
@@ -346,7 +220,7 @@ def run_pipeline(
     rounds: int = 1,
     baselines: bool = False,
     overrides: Sequence[str] = (),
-    notebooks_dir: str | Path = NOTEBOOKS_DIR,
+    notebooks_dir: str | Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> list[Step]:
@@ -360,7 +234,8 @@ def run_pipeline(
         source = str(profile)
         profile = load_profile(profile)
     profile = apply_overrides(profile, overrides)
-    check_profile(profile, notebooks_dir)
+    check_profile(profile)
+    notebooks_dir = Path(notebooks_dir or kit_dir("notebooks"))
     run_dir = Path(run_dir or Path("runs") / str(profile["name"])).resolve()
     steps = plan(profile, run_dir, rounds, baselines)
     _claim(run_dir, profile, source, rounds)
@@ -408,24 +283,15 @@ SAMPLE_SELFPLAY = {
     "games_per_shard": 10,
     "search": {"mode": "round0", "simulations": 32, "root_rollouts": 1},
 }
-EVAL_LEVELS = list(range(0, 21, 2))  # the fixed evaluation games: 10 per level
-EVAL_GAMES_PER_LEVEL = 10
-EVAL_SEED = 2024
 
 
-def make_sample_data(data_dir: str | Path = ROOT / "data", *, progress: bool = True) -> dict[str, Path]:
-    """(Re)make the committed sample: round-0 examples in data_dir/round0-sample (self-play with
-    `SAMPLE_SELFPLAY`) and the fixed evaluation games data_dir/eval_games.json."""
-    from .arena import evaluation_games, save_games
-    from .selfplay import SelfPlayConfig, generate
+def make_sample_data(data_dir: str | Path = ROOT / "data", *, progress: bool = True) -> Path:
+    """(Re)make the committed sample of round-0 examples: data_dir/round0-sample, self-play with
+    `SAMPLE_SELFPLAY`. Returns its folder."""
+    from drmario.play.selfplay import SelfPlayConfig, generate
 
-    data_dir = Path(data_dir)
-    sample = data_dir / "round0-sample"
+    sample = Path(data_dir) / "round0-sample"
     if sample.exists():
         shutil.rmtree(sample)  # remade from scratch, not resumed
-    generate(SelfPlayConfig.from_dict(json.loads(json.dumps(SAMPLE_SELFPLAY))), sample, progress=progress)
-    games = data_dir / "eval_games.json"
-    tmp = games.with_name(f".{games.name}.tmp")
-    save_games(evaluation_games(EVAL_LEVELS, EVAL_GAMES_PER_LEVEL, seed=EVAL_SEED), tmp)
-    os.replace(tmp, games)
-    return {"examples": sample, "eval_games": games}
+    generate(SelfPlayConfig.from_dict(SAMPLE_SELFPLAY), sample, progress=progress)
+    return sample

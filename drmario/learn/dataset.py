@@ -41,9 +41,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from . import kernels as K
-from .encode import MOVES_SHAPE, N_MOVES, planes_torch
-from .examples import (
+from drmario.engine import kernels as K
+from drmario.engine.rules import MOVES_SHAPE, N_MOVES
+from drmario.learn.encode import planes_torch
+from drmario.learn.examples import (
     COLOUR_PERMUTATIONS,
     Decoded,
     ExampleError,
@@ -286,7 +287,7 @@ def cache_path(path: PathLike) -> Path:
 
 
 def _cache_key(path: Path) -> str:
-    import drmario
+    from drmario import __version__
 
     def stamp(p: Path) -> list[int] | None:
         try:
@@ -297,7 +298,7 @@ def _cache_key(path: Path) -> str:
 
     key = {
         "cache_version": CACHE_VERSION,
-        "code_version": drmario.__version__,
+        "code_version": __version__,
         "source": stamp(path),
         "sidecar": stamp(sidecar_path(path)),
     }

@@ -1,114 +1,26 @@
-"""Pictures for notebooks: boards, move-probability heatmaps, game replays (design section 4).
+"""Board pictures and move-probability heatmaps.
 
-Every function returns something Jupyter shows inline (an object with ``_repr_svg_`` or
-``_repr_html_``, an ipywidgets UI, or a matplotlib Figure) and also runs headless, so CI executes
-each picture once in a plain cell. This module is the one to import: the replays
-(`drmario.viz_replay`) and the plots of run outputs (training curves, arena, calibration:
-`drmario.viz_plots`) are reachable from here too.
-
-Moves arrays are float[4, 8, 16] [r, x, y] as in `drmario.encode`: r clockwise quarter-turns from
-spawn, (x, y) the cell of the pill's bottom-left half, y = 0 at the bottom.
+Moves arrays are float[4, 8, 16] [r, x, y] as in `drmario.engine.rules.MOVES_SHAPE`: r clockwise
+quarter-turns from spawn, (x, y) the cell of the pill's bottom-left half, y = 0 at the bottom.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from html import escape
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from . import kernels as K
-from .board import Board, Move, Pill
-from .game import Game
-from .rules import legal_mask
-from .svg import board_svg
+from drmario.engine import kernels as K
+from drmario.engine.board import Board, Move, Pill
+from drmario.engine.game import Game
+from drmario.engine.rules import MOVES_SHAPE, legal_mask
+from drmario.engine.svg import board_svg
+from drmario.viz.views import HTMLView, SVGView
 
 # How the pill lies after r clockwise quarter-turns (L, R: its left and right colours at spawn).
 ORIENTATION = ("[L R]", "R under L", "[R L]", "L under R")
-
-MOVES_SHAPE = (4, K.WIDTH, K.HEIGHT)
-
-
-class SVGView:
-    """One SVG picture that Jupyter shows inline; ``.svg`` is its text."""
-
-    def __init__(self, svg: str) -> None:
-        self.svg = svg
-
-    def _repr_svg_(self) -> str:
-        return self.svg
-
-    def _repr_html_(self) -> str:
-        return self.svg  # inline SVG is valid HTML, and HTML export keeps it as text
-
-    def save(self, path: str | Path) -> Path:
-        """Write the picture to path (.svg, or .html for a page)."""
-        return _save(path, self.svg)
-
-    def __repr__(self) -> str:
-        return f"<SVGView {len(self.svg)} chars>"
-
-
-class HTMLView:
-    """An HTML fragment (boards in a row, a heatmap) that Jupyter shows inline.
-
-    ``.html`` is the fragment; ``.svgs`` the board pictures in it, in order.
-    """
-
-    def __init__(self, html: str, svgs: Sequence[str] = ()) -> None:
-        self.html = html
-        self.svgs = list(svgs)
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def save(self, path: str | Path) -> Path:
-        """Write a standalone HTML page (any suffix)."""
-        return _save(path, self.html, page=True)
-
-    def __repr__(self) -> str:
-        return f"<HTMLView {len(self.svgs)} boards, {len(self.html)} chars>"
-
-
-class Panel:
-    """An ipywidgets UI (``.widget``) with its controls by name, e.g. ``panel.slider``."""
-
-    def __init__(self, widget: Any, **controls: Any) -> None:
-        self.widget = widget
-        self.controls = controls
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["controls"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def __repr__(self) -> str:
-        return f"<Panel {', '.join(self.controls)}>"
-
-
-def _save(path: str | Path, text: str, page: bool = False) -> Path:
-    path = Path(path)
-    if page or path.suffix.lower() in (".html", ".htm"):
-        text = f'<!doctype html>\n<html><head><meta charset="utf-8"></head><body>{text}</body></html>\n'
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _ipywidgets() -> Any:
-    """The ipywidgets module, or None where it is not installed (callers fall back to static)."""
-    try:
-        import ipywidgets
-    except ImportError:
-        return None
-    return ipywidgets
-
 
 # ------------------------------------------------------------------------------------------------
 # Boards
@@ -137,7 +49,7 @@ def board_view(
         board = board.board
     return SVGView(
         board_svg(
-            board, overlay=overlay, outline=outline, pill=pill, ghost=ghost, labels=labels, cell=cell, title=title
+            board.cells, overlay=overlay, outline=outline, pill=pill, ghost=ghost, labels=labels, cell=cell, title=title
         )
     )
 
@@ -152,7 +64,7 @@ def _as_svg(item: BoardLike, cell: int) -> str:
     raise TypeError(f"expected a Board, Game, SVGView or SVG text, got {type(item).__name__}")
 
 
-def _row(parts: Sequence[str], captions: Sequence[str | None] | None = None, title: str | None = None) -> str:
+def html_row(parts: Sequence[str], captions: Sequence[str | None] | None = None, title: str | None = None) -> str:
     """Pictures side by side (wrapping on narrow screens), bottoms aligned, captions below."""
     figs = []
     for i, part in enumerate(parts):
@@ -175,14 +87,14 @@ def board_row(
     if captions is not None and len(captions) != len(boards):
         raise ValueError(f"got {len(captions)} captions for {len(boards)} boards")
     svgs = [_as_svg(b, cell) for b in boards]
-    return HTMLView(_row(svgs, captions, title), svgs)
+    return HTMLView(html_row(svgs, captions, title), svgs)
 
 
 # ------------------------------------------------------------------------------------------------
 # Move-probability heatmaps
 
 
-def _moves_array(moves: Any, what: str = "moves") -> np.ndarray:
+def as_moves_array(moves: Any, what: str = "moves") -> np.ndarray:
     m = np.asarray(moves, dtype=np.float64)
     if m.shape == (4 * K.WIDTH * K.HEIGHT,):
         m = m.reshape(MOVES_SHAPE)
@@ -207,7 +119,7 @@ def _placement_mass(pill: Pill, m: np.ndarray) -> np.ndarray:
     return m[:2] + m[2:] if pill.same_colour else m
 
 
-def _share(pill: Pill, m: np.ndarray, move: Move) -> float:
+def move_share(pill: Pill, m: np.ndarray, move: Move) -> float:
     """The fraction of the array's mass on move (both planes of a same-colour placement)."""
     total = m.sum()
     if total <= 0:
@@ -225,7 +137,7 @@ def top_moves(
     `rules.legal_mask`). Moves with no mass are left out. A same-colour placement is counted once,
     with its canonical r in {0, 1} and the mass of both planes.
     """
-    m = _moves_array(moves)
+    m = as_moves_array(moves)
     legal = _legal(board, pill, legal)
     total = m.sum()
     mass = _placement_mass(pill, m)
@@ -250,7 +162,7 @@ def _heatmap_parts(
     cell: int,
 ) -> tuple[list[str], str]:
     """The 4 rotation boards of a heatmap and its caption line."""
-    m = _moves_array(moves)
+    m = as_moves_array(moves)
     legal = _legal(board, pill, legal)
     peak, total = m.max(), m.sum()
     overlay = m / peak if peak > 0 else m
@@ -265,7 +177,7 @@ def _heatmap_parts(
         shows_chosen = chosen is not None and (chosen[0] % 2 == r % 2 if pill.same_colour else chosen[0] == r)
         svgs.append(
             board_svg(
-                board,
+                board.cells,
                 overlay=overlay[r],
                 outline=legal[r],
                 pill=pill,
@@ -284,7 +196,7 @@ def _heatmap_parts(
         if illegal >= 5e-4:
             notes.append(f"illegal moves hold {illegal:.1%}")
     if chosen is not None:
-        notes.append(f"chosen r={chosen[0]} x={chosen[1]} y={chosen[2]} {_share(pill, m, Move(*chosen)):.1%}")
+        notes.append(f"chosen r={chosen[0]} x={chosen[1]} y={chosen[2]} {move_share(pill, m, Move(*chosen)):.1%}")
     if paired:
         notes.append("same-colour pill: planes r and r+2 are equal, each holding half a placement's mass")
     elif pill.same_colour:
@@ -313,7 +225,7 @@ def move_heatmap(
     Each board shows the pill turned as in its plane above the bottle.
     """
     svgs, caption = _heatmap_parts(board, pill, moves, legal, top, chosen, cell)
-    html = _row(svgs, title=title) + f'<div style="font-size:12px;margin:2px 0 6px">{escape(caption)}</div>'
+    html = html_row(svgs, title=title) + f'<div style="font-size:12px;margin:2px 0 6px">{escape(caption)}</div>'
     return HTMLView(f"<div>{html}</div>", svgs)
 
 
@@ -335,7 +247,7 @@ def compare_heatmaps(
     if not named_moves:
         raise ValueError("compare_heatmaps needs at least one moves array")
     legal = _legal(board, pill, legal)
-    arrays = {name: _moves_array(m, f"moves {name!r}") for name, m in named_moves.items()}
+    arrays = {name: as_moves_array(m, f"moves {name!r}") for name, m in named_moves.items()}
     first_name, first = next(iter(arrays.items()))
     blocks, svgs = [], []
     for name, m in arrays.items():
@@ -345,63 +257,8 @@ def compare_heatmaps(
             caption += f" · overlap with {first_name} {overlap:.2f}"
         svgs += parts
         blocks.append(
-            f"<div>{_row(parts, title=name)}"
+            f"<div>{html_row(parts, title=name)}"
             f'<div style="font-size:12px;margin:2px 0 6px;max-width:{4 * (8 * cell + 16)}px">{escape(caption)}</div>'
             "</div>"
         )
     return HTMLView(f'<div style="display:flex;flex-wrap:wrap;gap:24px">{"".join(blocks)}</div>', svgs)
-
-
-# The replays and the run-output plots live in their own modules, loaded on first use (PEP 562)
-# so that they can import this one without a cycle.
-_LAZY = {
-    "ReplayState": "viz_replay",
-    "replay_frames": "viz_replay",
-    "replay_states": "viz_replay",
-    "replay_strip": "viz_replay",
-    "replay_widget": "viz_replay",
-    "arena_table": "viz_plots",
-    "curve_explorer": "viz_plots",
-    "plot_arena": "viz_plots",
-    "plot_calibration": "viz_plots",
-    "plot_curves": "viz_plots",
-    "read_metrics": "viz_plots",
-}
-
-if TYPE_CHECKING:
-    from .viz_plots import arena_table, curve_explorer, plot_arena, plot_calibration, plot_curves, read_metrics
-    from .viz_replay import ReplayState, replay_frames, replay_states, replay_strip, replay_widget
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __package__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
-
-__all__ = [
-    "HTMLView",
-    "ORIENTATION",
-    "Panel",
-    "ReplayState",
-    "SVGView",
-    "arena_table",
-    "board_row",
-    "board_view",
-    "compare_heatmaps",
-    "curve_explorer",
-    "move_heatmap",
-    "plot_arena",
-    "plot_calibration",
-    "plot_curves",
-    "read_metrics",
-    "replay_frames",
-    "replay_states",
-    "replay_strip",
-    "replay_widget",
-    "top_moves",
-]

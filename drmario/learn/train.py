@@ -19,8 +19,8 @@ GPU: bf16 autocast, channels_last, optional torch.compile. The loop never waits 
 between steps: loss terms stay on the device and are read every log_every steps, and so is the
 non-finite check ("stop" mode; "skip" mode must read the loss every step to decide).
 
-Regularisation c‖θ‖² (NetConfig.reg): reg="loss" adds it to the loss (the design's form, any
-optimizer); reg="decay" leaves it to the optimiser as weight decay 2c·θ (SGD: the same update
+Regularisation c‖θ‖² (NetConfig.reg): regulariser="loss" adds it to the loss (the design's form, any
+optimizer); regulariser="decay" leaves it to the optimiser as weight decay 2c·θ (SGD: the same update
 exactly; AdamW: decoupled decay, a different regulariser). The reg term is logged either way.
 """
 
@@ -35,16 +35,16 @@ import os
 import re
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .config import Settings
-from .dataset import Batch, DeviceExamples, ExampleSet
-from .net import (
+from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet
+from drmario.learn.net import (
     CheckpointError,
     DrMarioNet,
     NetConfig,
@@ -54,6 +54,7 @@ from .net import (
     read_checkpoint,
     weight_norm2,
 )
+from drmario.settings import Settings, setting
 
 COLUMNS = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
 COLUMNS += ("loss", "won", "cleared", "duration", "moves", "reg")
@@ -71,62 +72,44 @@ RESUMABLE = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig(Settings):
     """Everything a training run needs (saved as run_dir/config.json and in every checkpoint)."""
 
-    data: list[str] = field(default_factory=list)  # example files (JSON Lines); or pass examples to train()
-    augment: bool = False  # passed to dataset.load_examples
-    test_fraction: float = 0.1  # share of games held out for the test rows
-    seed: int = 0  # initialisation, split and batch order
-    net: NetConfig = field(default_factory=NetConfig)
-    optimizer: str = "sgd"  # "sgd" | "adamw"
-    lr: float = 0.02  # peak learning rate
-    momentum: float = 0.9  # sgd
-    nesterov: bool = True  # sgd
-    betas: tuple[float, float] = (0.9, 0.999)  # adamw
-    reg: str = "loss"  # where c‖θ‖² acts: "loss" (in the loss) | "decay" (optimiser weight decay 2c)
-    schedule: str = "cosine"  # "constant" | "cosine" | "step", after warmup_steps of linear warm-up
-    warmup_steps: int = 0
-    min_lr_fraction: float = 0.0  # cosine: final lr / lr
-    step_every: int = 1000  # step schedule: multiply lr by step_gamma every step_every steps
-    step_gamma: float = 0.1
-    batch_size: int = 256
-    steps: int = 1000  # total optimiser steps (a resumed run continues up to this)
-    log_every: int = 20  # train rows of metrics.csv (averages over the steps since the last row)
-    eval_every: int = 200  # test rows (whole test set)
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 0  # step-*.pt files kept (0: all); latest.pt is always kept
-    device: str = "auto"  # "auto": cuda if available, else cpu
-    amp: bool = True  # bf16 autocast (CUDA only)
-    channels_last: bool = True  # CUDA only
-    compile: bool = False  # torch.compile the network for training
-    grad_clip: float = 0.0  # max global gradient norm (0: off)
-    on_nonfinite: str = "stop"  # "stop": stop cleanly and say where; "skip": skip the step, counted
-    max_skips: int = 100  # "skip": stop after this many skipped steps
-    progress: bool = True  # tqdm progress bar
-
-    def __post_init__(self) -> None:
-        if isinstance(self.net, dict):
-            self.net = NetConfig.from_dict(self.net)
-        if isinstance(self.data, (str, os.PathLike)):
-            self.data = [self.data]
-        self.data = [str(p) for p in self.data]
-        self.betas = tuple(self.betas)
-        choices = {
-            "optimizer": ("sgd", "adamw"),
-            "reg": ("loss", "decay"),
-            "schedule": ("constant", "cosine", "step"),
-            "on_nonfinite": ("stop", "skip"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"TrainConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("batch_size", "steps", "log_every", "eval_every", "checkpoint_every", "step_every"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
-                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
-        if not (self.lr > 0 and self.grad_clip >= 0 and self.warmup_steps >= 0):
-            raise ValueError("TrainConfig: need lr > 0, grad_clip >= 0 and warmup_steps >= 0")
+    data: list[str] = setting([], "example files or folders (JSON Lines); or pass examples to train()")
+    augment: bool = setting(False, "add the 5 other colour renamings of every example (6x the data)")
+    test_fraction: float = setting(0.1, "share of games held out for the test rows", ge=0, lt=1)
+    seed: int = setting(0, "initialisation, train/test split and batch order", ge=0)
+    net: NetConfig = setting(NetConfig(), "the network")
+    optimizer: Literal["sgd", "adamw"] = setting("sgd", "sgd (momentum, Nesterov) or adamw")
+    lr: float = setting(0.02, "peak learning rate", gt=0, le=10)
+    momentum: float = setting(0.9, "sgd momentum", ge=0, lt=1)
+    nesterov: bool = setting(True, "sgd: Nesterov momentum")
+    betas: tuple[float, float] = setting((0.9, 0.999), "adamw betas", ge=0, lt=1)
+    regulariser: Literal["loss", "decay"] = setting(
+        "loss", "where c||theta||^2 acts: in the loss, or as the optimiser's weight decay 2c"
+    )
+    schedule: Literal["constant", "cosine", "step"] = setting("cosine", "learning rate after the warm-up")
+    warmup_steps: int = setting(0, "steps of linear learning-rate warm-up", ge=0)
+    min_lr_fraction: float = setting(0.0, "cosine: final lr / lr", ge=0, le=1)
+    step_every: int = setting(1000, "step schedule: multiply lr by step_gamma every step_every steps", ge=1)
+    step_gamma: float = setting(0.1, "step schedule: the factor", gt=0, le=1)
+    batch_size: int = setting(256, "examples per optimiser step", ge=1, le=1 << 20)
+    steps: int = setting(1000, "optimiser steps in all (a resumed run continues up to this)", ge=1, le=10**8)
+    log_every: int = setting(20, "steps per train row of metrics.csv (means over those steps)", ge=1)
+    eval_every: int = setting(200, "steps per test row (the whole held-out set)", ge=1)
+    checkpoint_every: int = setting(500, "steps per checkpoint", ge=1)
+    keep_checkpoints: int = setting(0, "step-*.pt files kept (0: all); latest.pt is always kept", ge=0)
+    device: str = setting("auto", "auto (cuda if available, else cpu), cpu, cuda or cuda:N")
+    amp: bool = setting(True, "bf16 autocast (CUDA only)")
+    channels_last: bool = setting(True, "channels_last memory format (CUDA only)")
+    compile: bool = setting(False, "torch.compile the network for training (CUDA; slower to start)")
+    grad_clip: float = setting(0.0, "max global gradient norm (0: off)", ge=0)
+    on_nonfinite: Literal["stop", "skip"] = setting(
+        "stop", "a non-finite loss: stop cleanly and say where, or skip the step (counted)"
+    )
+    max_skips: int = setting(100, "skip mode: stop after this many skipped steps", ge=0)
+    progress: bool = setting(True, "show a progress bar")
 
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
@@ -167,7 +150,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 def make_optimizer(net: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    decay = 2 * cfg.net.reg if cfg.reg == "decay" else 0.0  # d(c‖θ‖²)/dθ = 2cθ
+    decay = 2 * cfg.net.reg if cfg.regulariser == "decay" else 0.0  # d(c‖θ‖²)/dθ = 2cθ
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
             net.parameters(), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=decay
@@ -204,7 +187,7 @@ def forward_backward(
         planes = planes.contiguous(memory_format=torch.channels_last)
     with autocast(device, cfg):
         out = net(planes)
-    terms = loss_terms(out, batch, cfg.net, model, reg_grad=cfg.reg == "loss")
+    terms = loss_terms(out, batch, cfg.net, model, reg_grad=cfg.regulariser == "loss")
     terms["total"].backward()
     return torch.stack([terms[t] for t in TERMS]).detach()
 
@@ -532,7 +515,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
     if examples is None:
         if not cfg.data:
             raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
-        from .dataset import load_examples
+        from drmario.learn.dataset import load_examples
 
         examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
     trainer = Trainer(cfg, run_dir)

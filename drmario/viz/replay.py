@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from .board import Board, Move, Pill
-from .game import GameRecord
-from .svg import board_svg
-from .viz import ORIENTATION, HTMLView, Panel, _ipywidgets, _moves_array, _row, _share, compare_heatmaps
+from drmario.engine.board import Board, Move, Pill
+from drmario.engine.game import GameRecord
+from drmario.engine.svg import board_svg
+from drmario.viz.boards import ORIENTATION, as_moves_array, compare_heatmaps, html_row, move_share
+from drmario.viz.views import HTMLView, Panel, ipywidgets_or_none
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def _state_title(st: ReplayState, i: int, n: int) -> str:
 
 def _state_svg(st: ReplayState, i: int, n: int, ghost: bool, cell: int) -> str:
     g = (st.pill, st.move) if ghost and st.pill is not None and st.move is not None else None
-    return board_svg(st.board, pill=st.pill, ghost=g, cell=cell, title=_state_title(st, i, n))
+    return board_svg(st.board.cells, pill=st.pill, ghost=g, cell=cell, title=_state_title(st, i, n))
 
 
 def _frame_indices(n: int, every: int) -> list[int]:
@@ -95,7 +96,7 @@ def replay_strip(
         f"step {i}: " + _move_text(states[i].pill, states[i].move) if states[i].move else f"step {i}" for i in picked
     ]
     title = f"seed {record.seed}, level {record.level}: {n} moves, {(record.outcome or 'unfinished').replace('_', ' ')}"
-    return HTMLView(_row(svgs, captions, title), svgs)
+    return HTMLView(html_row(svgs, captions, title), svgs)
 
 
 def _per_step(arrays: Any, n: int, what: str) -> list[np.ndarray | None] | None:
@@ -104,7 +105,7 @@ def _per_step(arrays: Any, n: int, what: str) -> list[np.ndarray | None] | None:
     arrays = list(arrays)
     if len(arrays) != n:
         raise ValueError(f"{what}: expected {n} arrays (one per move), got {len(arrays)}")
-    return [None if a is None else _moves_array(a, f"{what}[{i}]") for i, a in enumerate(arrays)]
+    return [None if a is None else as_moves_array(a, f"{what}[{i}]") for i, a in enumerate(arrays)]
 
 
 def replay_widget(
@@ -127,7 +128,7 @@ def replay_widget(
     n = len(record.moves)
     maps = {"search target": _per_step(targets, n, "targets"), "network": _per_step(network_moves, n, "network_moves")}
     maps = {name: arrays for name, arrays in maps.items() if arrays is not None}
-    widgets = _ipywidgets()
+    widgets = ipywidgets_or_none()
     if widgets is None:
         warnings.warn("ipywidgets is not installed: showing a static replay strip", stacklevel=2)
         return replay_strip(record)
@@ -150,7 +151,7 @@ def replay_widget(
             shown = {name: arrays[i] for name, arrays in maps.items() if toggles[name].value and arrays[i] is not None}
             for name, arrays in maps.items():
                 if arrays[i] is not None:
-                    text.append(f"{name} p={_share(st.pill, arrays[i], st.move):.1%}")
+                    text.append(f"{name} p={move_share(st.pill, arrays[i], st.move):.1%}")
             if shown:
                 chosen = st.move if ghost.value else None
                 parts.append(compare_heatmaps(st.board, st.pill, shown, chosen=chosen, cell=11).html)

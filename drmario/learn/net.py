@@ -17,7 +17,7 @@ import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -25,9 +25,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from . import kernels as K
-from .config import Settings
-from .encode import MOVES_SHAPE, N_MOVES, N_PLANES, planes_torch
+from drmario.engine import kernels as K
+from drmario.engine.rules import MOVES_SHAPE, N_MOVES
+from drmario.learn.encode import N_PLANES, planes_torch
+from drmario.settings import Settings, setting
 
 CELLS = K.WIDTH * K.HEIGHT  # 128 board cells
 HEADS = ("design", "alphago")
@@ -38,32 +39,24 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be read or does not fit the network asked for."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class NetConfig(Settings):
     """Every number of the network and its loss (defaults: design note 000)."""
 
-    kernel: int = 3  # k: convolution kernel size (odd: zero padding keeps the 8x16 board)
-    filters: int = 256  # f: convolution filters
-    blocks: int = 19  # r: residual blocks
-    leak: float = 0.1  # l: LeakyReLU negative slope
-    reg: float = 1e-4  # c: weight of c * ||parameters||^2
-    head: str = "design"  # "design": one linear layer to 3 + 512; "alphago": 1x1-conv heads (note 001)
-    value_hidden: int = 256  # alphago head: hidden layer of the value trunk
-    policy_planes: int = 2  # alphago head: 1x1-conv planes before the policy layer
-    value_planes: int = 1  # alphago head: 1x1-conv planes before the value trunk
+    kernel: int = setting(3, "k: convolution kernel size (odd: zero padding keeps the 8x16 board)", ge=1, le=15)
+    filters: int = setting(256, "f: convolution filters", ge=1, le=4096)
+    blocks: int = setting(19, "r: residual blocks", ge=0, le=200)
+    leak: float = setting(0.1, "l: LeakyReLU negative slope", ge=0, lt=1)
+    reg: float = setting(1e-4, "c: weight of c * ||parameters||^2 in the loss", ge=0)
+    head: Literal["design", "alphago"] = setting(
+        "design", "design: one linear layer to 3 + 512 outputs; alphago: 1x1-conv heads (note 001)"
+    )
+    value_hidden: int = setting(256, "alphago head: hidden units of the value trunk", ge=1, le=65536)
+    policy_planes: int = setting(2, "alphago head: 1x1-conv planes before the policy layer", ge=1, le=512)
+    value_planes: int = setting(1, "alphago head: 1x1-conv planes before the value trunk", ge=1, le=512)
 
-    def __post_init__(self) -> None:
-        if self.head not in HEADS:
-            raise ValueError(f"NetConfig.head must be one of {HEADS}, got {self.head!r}")
-        if not (isinstance(self.kernel, int) and self.kernel > 0 and self.kernel % 2 == 1):
-            raise ValueError(f"NetConfig.kernel must be a positive odd integer, got {self.kernel!r}")
-        for name in ("filters", "value_hidden", "policy_planes", "value_planes"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
-                raise ValueError(f"NetConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
-        if not (isinstance(self.blocks, int) and self.blocks >= 0):
-            raise ValueError(f"NetConfig.blocks must be an integer >= 0, got {self.blocks!r}")
-        if not (0 <= self.leak < 1 and self.reg >= 0):
-            raise ValueError(f"NetConfig: need 0 <= leak < 1 and reg >= 0, got leak={self.leak}, reg={self.reg}")
+    def check(self) -> list[str]:
+        return [] if self.kernel % 2 == 1 else [f"kernel = {self.kernel}: expected an odd size"]
 
 
 class NetOutput(NamedTuple):

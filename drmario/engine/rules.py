@@ -6,8 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kernels as K
-from .board import Board, Move, Pill
+from drmario.engine import kernels as K
+from drmario.engine.board import Board, Move, Pill
+
+# Moves arrays (legal masks, move probabilities, training targets) are [r, x, y]: r clockwise
+# quarter-turns from spawn, (x, y) the cell of the pill's bottom-left half. Flat: r * 128 + x * 16 + y.
+MOVES_SHAPE = (4, K.WIDTH, K.HEIGHT)
+N_MOVES = 4 * K.WIDTH * K.HEIGHT  # 512 slots
 
 
 def legal_moves(board: Board, pill: Pill) -> list[Move]:
@@ -62,3 +67,20 @@ def place(board: Board, pill: Pill, move: Move) -> tuple[Board, PlaceResult]:
     return Board._wrap(cells), PlaceResult(
         int(viruses), int(cleared), int(rounds), bool(won), bool(not won and K.spawn_blocked(cells))
     )
+
+
+def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
+    """Split each same-colour placement's mass equally between r and r + 2.
+
+    moves: float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new array.
+    """
+    moves = np.array(moves, dtype=np.float32)
+    same = np.asarray(same_colour, bool)
+    paired = (moves + np.roll(moves, 2, axis=-3)) / 2
+    return np.where(same[..., None, None, None], paired, moves)
+
+
+def move_index(move: Move) -> int:
+    """Flat index r * 128 + x * 16 + y of a move in the 512 output slots."""
+    r, x, y = move
+    return (r * K.WIDTH + x) * K.HEIGHT + y

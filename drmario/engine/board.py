@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import kernels as K
+from drmario.engine import kernels as K
+from drmario.engine.svg import board_svg
 
 BOARD_LETTERS = K.WIDTH * K.HEIGHT
 
@@ -194,9 +195,7 @@ class Board:
         return "\n".join(rows)
 
     def _repr_svg_(self) -> str:
-        from .svg import board_svg
-
-        return board_svg(self)
+        return board_svg(self._cells)
 
 
 class Pill(NamedTuple):

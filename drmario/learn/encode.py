@@ -20,15 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import kernels as K
-from .board import Board, Move, Pill
+from drmario.engine import kernels as K
+from drmario.engine.board import Board, Move, Pill
+from drmario.engine.rules import MOVES_SHAPE, N_MOVES, symmetrize
 
 if TYPE_CHECKING:
     import torch
 
 N_PLANES = 18
-MOVES_SHAPE = (4, K.WIDTH, K.HEIGHT)
-N_MOVES = 4 * K.WIDTH * K.HEIGHT  # 512 output slots
 
 
 def _cell_planes() -> np.ndarray:
@@ -99,17 +98,6 @@ def _planes_gather(cells: torch.Tensor, pills: torch.Tensor, dtype: torch.dtype)
 
 # ------------------------------------------------------------------------------------------------
 # Moves target
-
-
-def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
-    """Split each same-colour placement's mass equally between r and r + 2.
-
-    moves: float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new array.
-    """
-    moves = np.array(moves, dtype=np.float32)
-    same = np.asarray(same_colour, bool)
-    paired = (moves + np.roll(moves, 2, axis=-3)) / 2
-    return np.where(same[..., None, None, None], paired, moves)
 
 
 # What can be wrong with one x, y, p triple of the JSON moves form, in the order it is checked
@@ -233,9 +221,3 @@ def moves_from_dict(probabilities: dict[Move, float], pill: Pill) -> np.ndarray:
     for (r, x, y), p in probabilities.items():
         out[r, x, y] += p
     return symmetrize(out, pill.same_colour)
-
-
-def move_index(move: Move) -> int:
-    """Flat index r * 128 + x * 16 + y of a move in the 512 output slots."""
-    r, x, y = move
-    return (r * K.WIDTH + x) * K.HEIGHT + y

@@ -8,11 +8,16 @@ from typing import Literal
 
 import numpy as np
 
-from . import kernels as K
-from .board import ALL_PILLS, Board, Pill
+from drmario.engine import kernels as K
+from drmario.engine.board import ALL_PILLS, Board, Pill
 
 MIN_SEED, MAX_SEED = 2, 0xFFFF
 MAX_LEVEL = 24
+# Evaluation games use only NES seeds that are multiples of 8; self-play, training and tuning use
+# only the others, so no evaluation game is ever trained or tuned on.
+EVALUATION_SEED_STEP = 8
+EVALUATION_SEEDS = np.arange(EVALUATION_SEED_STEP, MAX_SEED + 1, EVALUATION_SEED_STEP)
+TRAINING_SEEDS = np.setdiff1d(np.arange(MIN_SEED, MAX_SEED + 1), EVALUATION_SEEDS)
 PillMode = Literal["nes", "iid"]
 PILL_MODES = ("nes", "iid")
 
@@ -22,6 +27,11 @@ def check_seed_level(seed: int, level: int) -> None:
         raise ValueError(f"seed must be an integer in {MIN_SEED}..{MAX_SEED} (the NES RNG state), got {seed!r}")
     if not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be an integer in 0..{MAX_LEVEL}, got {level!r}")
+
+
+def is_evaluation_seed(seed: int) -> bool:
+    """Whether seed is kept for evaluation (never used for self-play, training or tuning)."""
+    return seed % EVALUATION_SEED_STEP == 0
 
 
 def virus_count(level: int) -> int:

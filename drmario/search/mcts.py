@@ -24,8 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from . import kernels as K
-from .kernels import MAX_MOVES, RUNNING, STALEMATE, TOPPED_OUT, WON
+from drmario.engine import kernels as K
+from drmario.engine.kernels import MAX_MOVES, RUNNING, STALEMATE, TOPPED_OUT, WON
 
 MAX_DEPTH = 64  # decisions below the root a simulation may descend (a leaf is evaluated there)
 N_PILLS = 9

@@ -1,23 +1,22 @@
-"""Players for the arena and self-play, and the lockstep loop that plays many games at once.
+"""Players for the arena and self-play (`lockstep.play_lockstep` drives them).
 
 An agent chooses moves for a batch of positions in one call (so a network or a search can batch
-its work across games). Agents only see a `Position` (board, pill, stall), never future pills.
+its work across games). Agents see a `Position` (the board, the pill, the NES preview of the next
+one, the stall counter), never the pills after the preview.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
 from numba import njit
 
-from . import kernels as K
-from .board import Move
-from .game import DEFAULT_STALL_LIMIT, Game, GameRecord
-from .mcts import greedy_scores
-from .search import Evaluator, Position, SearchConfig, Searcher, SearchResult
+from drmario.engine import kernels as K
+from drmario.engine.board import Move
+from drmario.search.mcts import greedy_scores
+from drmario.search.searcher import Evaluator, Position, SearchConfig, Searcher, SearchResult
 
 
 class Decision(NamedTuple):
@@ -32,11 +31,6 @@ class Agent(Protocol):
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         """One decision per position; seeds make each choice reproducible on its own."""
         ...
-
-
-def decision_seed(base: int, game: int, pill: int) -> int:
-    """The seed of one decision: a hash of (run seed, game index, pill index)."""
-    return int(np.random.SeedSequence([base, game, pill]).generate_state(1, np.uint64)[0])
 
 
 class RandomAgent:
@@ -128,12 +122,9 @@ class SearchAgent:
             self._searcher = Searcher(self.config, self.evaluator, games=len(positions))
         return self._searcher.search(list(positions), list(seeds))
 
-    def choose(
-        self, positions: Sequence[Position], seeds: Sequence[int], pills_used: Sequence[int] | None = None
-    ) -> list[Decision]:
-        used = pills_used if pills_used is not None else [1 << 30] * len(positions)
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         results = self.search(positions, seeds)
-        return [self.decide(r, seed, n) for r, seed, n in zip(results, seeds, used)]
+        return [self.decide(r, seed, pos.pills_used) for r, seed, pos in zip(results, seeds, positions)]
 
     def decide(self, result: SearchResult, seed: int, pills_used: int) -> Decision:
         """The move of a finished search: sampled from the target sharpened by 1 / temperature
@@ -166,115 +157,3 @@ class PolicyAgent:
                 r %= 2
             out.append(Decision(Move(int(r), int(x), int(y)), None, float(pred.won[i])))
         return out
-
-
-class GameSpec(NamedTuple):
-    """A game to play: where it starts, and its index in a run (for seeds and records)."""
-
-    index: int
-    seed: int
-    level: int
-
-
-class GameSlots:
-    """Up to `width` games in play, refilled from a shared queue of specs (popped from its end)."""
-
-    def __init__(
-        self,
-        queue: list[GameSpec],
-        width: int,
-        records: dict[int, GameRecord],
-        *,
-        name: str,
-        base_seed: int = 0,
-        pill_mode: str = "nes",
-        stall_limit: int | None = DEFAULT_STALL_LIMIT,
-        max_pills: int = 1000,
-        on_finish: Callable[[GameRecord, list[Decision]], None] | None = None,
-    ) -> None:
-        self.queue, self.records, self.name = queue, records, name
-        self.base_seed, self.pill_mode, self.stall_limit, self.max_pills = base_seed, pill_mode, stall_limit, max_pills
-        self.on_finish = on_finish
-        self.slots: list[tuple[GameSpec, Game, list[Decision], list[float]] | None] = [None] * max(1, width)
-        self.refill()
-
-    def refill(self) -> None:
-        for k in range(len(self.slots)):
-            if self.slots[k] is None and self.queue:
-                spec = self.queue.pop()
-                game = Game(spec.seed, spec.level, pill_mode=self.pill_mode, stall_limit=self.stall_limit)
-                self.slots[k] = (spec, game, [], [0.0])
-
-    @property
-    def running(self) -> list[int]:
-        return [k for k, s in enumerate(self.slots) if s is not None]
-
-    def positions(self) -> list[Position]:
-        return [Position.of(self.slots[k][1]) for k in self.running]
-
-    def seeds(self) -> list[int]:
-        return [
-            decision_seed(self.base_seed, self.slots[k][0].index, self.slots[k][1].pills_used) for k in self.running
-        ]
-
-    def pills_used(self) -> list[int]:
-        return [self.slots[k][1].pills_used for k in self.running]
-
-    def apply(self, decisions: Sequence[Decision], seconds: float) -> None:
-        """Play one decision in each running game (in `running` order), then refill."""
-        running = self.running
-        for k, decision in zip(running, decisions):
-            spec, game, made, clock = self.slots[k]
-            game.play(decision.move)
-            made.append(decision)
-            clock[0] += seconds / len(running)
-            if game.over or game.pills_used >= self.max_pills:
-                meta = {"agent": self.name, "index": spec.index, "seconds": round(clock[0], 6)}
-                if not game.over:
-                    meta["unfinished"] = f"stopped at max_pills={self.max_pills}"
-                record = game.record(**meta)
-                self.records[spec.index] = record
-                if self.on_finish is not None:
-                    self.on_finish(record, made)
-                self.slots[k] = None
-        self.refill()
-
-
-def play_lockstep(
-    agent: Agent,
-    specs: Sequence[GameSpec],
-    *,
-    lockstep: int = 16,
-    base_seed: int = 0,
-    pill_mode: str = "nes",
-    stall_limit: int | None = DEFAULT_STALL_LIMIT,
-    max_pills: int = 1000,
-    on_finish: Callable[[GameRecord, list[Decision]], None] | None = None,
-) -> list[GameRecord]:
-    """Play the games with up to `lockstep` at once: each step asks the agent for one decision in
-    every running game (one batched call). A finished game's slot takes the next game.
-
-    Returns the records in the order of `specs` (meta: agent name, seconds spent choosing, and
-    `unfinished` if max_pills ran out). on_finish(record, decisions) is called as games end.
-    """
-    records: dict[int, GameRecord] = {}
-    slots = GameSlots(
-        list(reversed(specs)),
-        lockstep,
-        records,
-        name=agent.name,
-        base_seed=base_seed,
-        pill_mode=pill_mode,
-        stall_limit=stall_limit,
-        max_pills=max_pills,
-        on_finish=on_finish,
-    )
-    while slots.running:
-        positions, seeds = slots.positions(), slots.seeds()
-        start = time.perf_counter()
-        if isinstance(agent, SearchAgent):
-            decisions = agent.choose(positions, seeds, slots.pills_used())
-        else:
-            decisions = agent.choose(positions, seeds)
-        slots.apply(decisions, time.perf_counter() - start)
-    return [records[s.index] for s in specs]

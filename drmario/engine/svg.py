@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import kernels as K
+from drmario.engine import kernels as K
 
-if TYPE_CHECKING:
-    from .board import Board, Move, Pill
+# A pill is its (left, right) colours as spawned, a move (r, x, y): plain tuples, so that this module
+# needs nothing above the kernels (`board` imports it for `Board._repr_svg_`).
+PillLike = Sequence[int]
+MoveLike = Sequence[int]
 
 COLOURS = {K.RED: "#e8413a", K.YELLOW: "#f2c12e", K.BLUE: "#3b7be0"}
 DARK = {K.RED: "#8c1d18", K.YELLOW: "#9a7410", K.BLUE: "#1b4590"}
@@ -48,19 +50,35 @@ def _piece(out: list[str], px: float, py: float, size: float, colour: int, shape
         out.append(f'<rect x="{jx}" y="{jy}" width="{jw}" height="{jh}" fill="{fill}"/>')
 
 
+def _pill_pieces(pill: PillLike, r: int, x: int, y: int) -> list[tuple[int, int, int, int]]:
+    """(x, y, colour, shape) of each half of pill locked at move (r, x, y), as the engine writes it."""
+    x, y = int(x), int(y)
+    scratch = np.zeros((K.WIDTH, K.HEIGHT), np.uint8)
+    K.write_pill(scratch, int(pill[0]), int(pill[1]), r, x, y)
+    return [
+        (int(px), int(py), int(scratch[px, py]) & 3, int(scratch[px, py]) >> 2) for px, py in zip(*np.nonzero(scratch))
+    ]
+
+
+def board_string(cells: np.ndarray) -> str:
+    """The maryodel board string of cells uint8[8, 16]: a cell's letter is 0x60 | code, 'd' when empty."""
+    rows = cells.T[::-1]
+    return np.where(rows == K.EMPTY, ord("d"), 0x60 | rows).astype(np.uint8).tobytes().decode("ascii")
+
+
 def board_svg(
-    board: Board,
+    cells: np.ndarray,
     *,
     overlay: np.ndarray | None = None,
     outline: np.ndarray | None = None,
-    pill: Pill | None = None,
-    ghost: tuple[Pill, Move] | None = None,
+    pill: PillLike | None = None,
+    ghost: tuple[PillLike, MoveLike] | None = None,
     labels: dict[tuple[int, int], str] | None = None,
     cell: int = 18,
     title: str | None = None,
     pill_r: int | None = None,
 ) -> str:
-    """An SVG picture of board.
+    """An SVG picture of a board, cells uint8[8, 16] (`Board.cells`).
 
     overlay: float[8, 16] in [0, 1], drawn as cell backgrounds (e.g. move probabilities).
     outline: bool[8, 16], cells to outline (e.g. where a legal move's bottom-left half may go).
@@ -72,14 +90,12 @@ def board_svg(
     The root element carries ``data-board`` (the maryodel board string) so a picture can be traced
     back to its board; outlines, labels and the ghost carry a ``class`` for the same reason.
     """
-    from .board import Move, move_cells
-
     strip = 4 if pill is None else (cell + 8 if pill_r is None else 2 * cell + 8)
     pad, top = 4, strip + (16 if title else 0)
     w, h = K.WIDTH * cell + 2 * pad, K.HEIGHT * cell + top + pad
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-        f'font-family="sans-serif" data-board="{board.to_string()}">',
+        f'font-family="sans-serif" data-board="{board_string(cells)}">',
         f'<rect width="{w}" height="{h}" fill="#1c1c24" rx="4"/>',
     ]
     if title:
@@ -96,7 +112,6 @@ def board_svg(
             fill = _heat(overlay[x, y]) if overlay is not None else "#22222a"
             out.append(f'<rect x="{px}" y="{py}" width="{cell}" height="{cell}" fill="{fill}" stroke="#2e2e38"/>')
 
-    cells = board.cells
     for x, y in zip(*np.nonzero(cells)):
         c = int(cells[x, y])
         _piece(out, *xy(int(x), int(y)), cell, c & 3, c >> 2)
@@ -110,8 +125,8 @@ def board_svg(
     if ghost is not None:
         gpill, gmove = ghost
         out.append('<g class="ghost" opacity="0.55">')  # one opacity for the group: no darker overlaps
-        for pc in move_cells(gpill, Move(*gmove)):
-            _piece(out, *xy(pc.x, pc.y), cell, int(pc.colour), int(pc.shape))
+        for x, y, colour, shape in _pill_pieces(gpill, *gmove):
+            _piece(out, *xy(x, y), cell, colour, shape)
         out.append("</g>")
     for (x, y), text in (labels or {}).items():
         px, py = xy(x, y)
@@ -130,8 +145,8 @@ def board_svg(
             )
     elif pill is not None:
         # The turned pill's cells, as if placed with its bottom-left half at the spawn cell.
-        for pc in move_cells(pill, Move(pill_r % 4, 0, 0)):
-            px, py = pad + (K.SPAWN_X + pc.x) * cell, top - 4 - (pc.y + 1) * cell
-            _piece(out, px, py, cell, int(pc.colour), int(pc.shape))
+        for x, y, colour, shape in _pill_pieces(pill, pill_r % 4, 0, 0):
+            px, py = pad + (K.SPAWN_X + x) * cell, top - 4 - (y + 1) * cell
+            _piece(out, px, py, cell, colour, shape)
     out.append("</svg>")
     return "".join(out)

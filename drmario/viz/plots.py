@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .arena import ARENA_COLUMNS
-from .viz import Panel, _ipywidgets
+from drmario.play.arena import ARENA_COLUMNS
+from drmario.viz.views import Panel, ipywidgets_or_none
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +44,15 @@ METRIC_COLUMNS = (
 )
 LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg")
 X_COLUMNS = ("step", "epoch", "samples", "time_s")
-RATES = ("clear_rate", "topout_rate", "stalemate_rate")
+RATES = ("win_rate", "topout_rate", "capped_rate", "stalemate_rate", "cleared_fraction")
+METRIC_LABELS = {
+    "win_rate": "win rate (every virus cleared)",
+    "cleared_fraction": "viruses cleared (share of the level's)",
+    "pills_per_virus": "pills per virus cleared",
+    "topout_rate": "top-out rate",
+    "capped_rate": "share stopped at the pill cap",
+    "ms_per_move": "ms per move",
+}
 
 PathLike = str | os.PathLike
 
@@ -231,7 +239,7 @@ def curve_explorer(
     ``runs``, ``terms``, ``smoothing``, ``log``, ``x``, ``reload``, ``image``, ``message``);
     without ipywidgets, the `plot_curves` figure of every loss term, with a warning."""
     df = read_metrics(run_dirs)
-    widgets = _ipywidgets()
+    widgets = ipywidgets_or_none()
     available = [t for t in (*LOSS_TERMS, "lr", "samples_per_s") if t in df.columns]
     if widgets is None:
         warnings.warn("ipywidgets is not installed: showing a static figure of every loss term", stacklevel=2)
@@ -304,12 +312,13 @@ def _check_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise ValueError(f"{what}: missing column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
 
 
-def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "clear_rate", ax: Axes | None = None) -> Figure:
+def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: Axes | None = None) -> Figure:
     """One line per agent over the virus level, with markers; one panel per metric.
 
     df: one row per (agent, level) with the arena's columns (`ARENA_COLUMNS`). Rates get a 0-100 %
-    axis and, where ``games`` is given, a band of one binomial standard error.
+    axis; the win rate gets its Wilson 95% interval as a shaded band (from ci_low, ci_high).
     """
+    from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
     metrics = (metric,) if isinstance(metric, str) else tuple(metric)
@@ -317,45 +326,52 @@ def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "clear_rate", ax:
     fig, axes = _new_figure(len(metrics), 5.0, 3.4) if ax is None else _given_axes(ax, len(metrics))
     agents = list(dict.fromkeys(df["agent"]))
     for name, a in zip(metrics, axes):
+        banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
         for k, agent in enumerate(agents):
             rows = df[df["agent"] == agent].sort_values("level")
             levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
             a.plot(levels, values, "-o", color=f"C{k % 10}", ms=4, label=str(agent))
-            if name in RATES and "games" in rows.columns:
-                games = np.maximum(rows["games"].to_numpy(float), 1.0)
-                se = np.sqrt(np.clip(values * (1 - values), 0, None) / games)
-                a.fill_between(levels, values - se, values + se, color=f"C{k % 10}", alpha=0.15, lw=0)
+            if banded:
+                a.fill_between(levels, rows["ci_low"], rows["ci_high"], color=f"C{k % 10}", alpha=0.15, lw=0)
         if name in RATES:
             a.set_ylim(-0.02, 1.02)
             a.yaxis.set_major_formatter(PercentFormatter(1.0))
         a.xaxis.set_major_locator(MaxNLocator(integer=True))
-        a.set_xlabel("level")
-        a.set_title(name.replace("_", " "))
+        a.set_xlabel("virus level")
+        a.set_ylabel(METRIC_LABELS.get(name, name.replace("_", " ")))
+        a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
         a.grid(alpha=0.3)
         if agents:
-            a.legend(fontsize=8)
+            handles, labels = a.get_legend_handles_labels()
+            if banded:
+                handles.append(Patch(color="grey", alpha=0.25))
+                labels.append("Wilson 95% interval")
+            a.legend(handles, labels, fontsize=8)
     return fig
 
 
 def arena_table(df: pd.DataFrame) -> Styler:
-    """The arena results as a styled table: rows by level then agent, rates in percent, the clear
-    rate shaded, and the best clear rate at each level in bold."""
+    """The arena results as a styled table: rows by level then agent, rates in percent, the win rate
+    shaded, and the best win rate at each level in bold."""
     _check_columns(df, ("agent", "level"), "arena_table")
     columns = [c for c in ARENA_COLUMNS if c in df.columns and c not in ("agent", "level")]
     columns += [c for c in df.columns if c not in ARENA_COLUMNS]
     table = df.sort_values(["level", "agent"], kind="stable").set_index(["level", "agent"])[columns]
-    formats = {c: "{:.1%}" for c in RATES}
-    formats.update(games="{:,.0f}", mean_viruses_cleared="{:.2f}", pills_per_virus="{:.2f}", ms_per_move="{:.1f}")
+    formats = {c: "{:.1%}" for c in (*RATES, "ci_low", "ci_high", "cleared_fraction")}
+    formats.update(games="{:,.0f}", wins="{:,.0f}", pills_per_virus="{:.2f}", ms_per_move="{:.2f}")
     styler = table.style.format({c: f for c, f in formats.items() if c in table.columns}, na_rep="-")
-    if "clear_rate" in table.columns:
-        styler = styler.background_gradient(cmap="Greens", subset=["clear_rate"], vmin=0.0, vmax=1.0)
+    if "win_rate" in table.columns:
+        styler = styler.background_gradient(cmap="Greens", subset=["win_rate"], vmin=0.0, vmax=1.0)
 
         def bold_best(col: pd.Series) -> list[str]:
             best = col.groupby(level="level").transform("max")
             return ["font-weight: bold" if v == b and b > 0 else "" for v, b in zip(col, best)]  # no bold ties at 0
 
-        styler = styler.apply(bold_best, subset=["clear_rate"], axis=0)
-    return styler.set_caption("Arena: one row per level and agent; bold: the best clear rate at the level")
+        styler = styler.apply(bold_best, subset=["win_rate"], axis=0)
+    return styler.set_caption(
+        "Arena: one row per level and agent; win rate = every virus cleared, with its Wilson 95% interval "
+        "(ci_low, ci_high); bold: the best win rate at the level"
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,8 +6,7 @@
   buffers with non-blocking copies, and the outputs come back the same way. `submit` returns at
   once and `wait` collects, so the CPU can search one group of games while the GPU evaluates
   another.
-- `play_pipelined`: self-play over two halves of the lockstep games: while the GPU evaluates one
-  half's leaves, the CPU backs up and selects in the other half.
+  (`lockstep.play_lockstep` overlaps two halves of the games this way.)
 - `InferenceServer` / `RemoteEvaluator`: one process owns the network and serves search worker
   processes (one per CPU core) through shared memory, merging their requests into large batches.
 
@@ -20,7 +19,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from typing import NamedTuple
@@ -28,12 +27,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from . import kernels as K
-from .agents import Decision, GameSlots, GameSpec, SearchAgent
-from .encode import MOVES_SHAPE, N_MOVES, planes_torch
-from .game import DEFAULT_STALL_LIMIT, GameRecord
-from .net import DrMarioNet, Player
-from .search import Prediction, Searcher
+from drmario.engine import kernels as K
+from drmario.engine.rules import MOVES_SHAPE, N_MOVES
+from drmario.learn.encode import planes_torch
+from drmario.learn.net import DrMarioNet, Player
+from drmario.search.searcher import Prediction
 
 OUT_WIDTH = 3 + N_MOVES  # won, cleared, duration, 512 move probabilities
 HISTOGRAM_EDGES = (0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 1 << 30)
@@ -219,62 +217,6 @@ class BatchedInference:
 
 
 # ------------------------------------------------------------------------------------------------
-# Self-play over two halves: one half's tree work overlaps the other half's network batch
-
-
-def play_pipelined(
-    agent: SearchAgent,
-    specs: Sequence[GameSpec],
-    *,
-    lockstep: int = 256,
-    base_seed: int = 0,
-    pill_mode: str = "nes",
-    stall_limit: int | None = DEFAULT_STALL_LIMIT,
-    max_pills: int = 1000,
-    on_finish: Callable[[GameRecord, list[Decision]], None] | None = None,
-) -> list[GameRecord]:
-    """`agents.play_lockstep` for a network search agent whose evaluator has submit/wait
-    (`BatchedInference`, `RemoteEvaluator`): the games are split in two halves that take turns,
-    so the CPU selects and backs up in one half while the device evaluates the other's leaves.
-    Moves are the agent's (same seeds, same decisions as play_lockstep for the same evaluator)."""
-    engine = agent.evaluator
-    records: dict[int, GameRecord] = {}
-    queue = list(reversed(specs))
-    kwargs = dict(
-        name=agent.name,
-        base_seed=base_seed,
-        pill_mode=pill_mode,
-        stall_limit=stall_limit,
-        max_pills=max_pills,
-        on_finish=on_finish,
-    )
-    half = max(1, lockstep // 2)
-    halves = [GameSlots(queue, half, records, **kwargs), GameSlots(queue, max(1, lockstep - half), records, **kwargs)]
-    searchers = [Searcher(agent.config, engine, games=len(h.slots)) for h in halves]
-    while any(h.running for h in halves):
-        start = time.perf_counter()
-        live = [i for i, h in enumerate(halves) if h.running]
-        seeds = {i: halves[i].seeds() for i in live}
-        for i in live:
-            searchers[i].start(halves[i].positions(), seeds[i])
-        tickets: dict[int, Ticket] = {}
-        while tickets or not all(searchers[i].done for i in live):
-            for i in live:
-                if i in tickets:
-                    searchers[i].finish(engine.wait(tickets.pop(i)))
-                if not searchers[i].done:
-                    batch = searchers[i].leaves()
-                    if batch is not None:
-                        tickets[i] = engine.submit(*batch)
-        seconds = (time.perf_counter() - start) / len(live)
-        for i in live:
-            used = halves[i].pills_used()
-            results = searchers[i].results()
-            halves[i].apply([agent.decide(r, s, u) for r, s, u in zip(results, seeds[i], used)], seconds)
-    return [records[s.index] for s in specs]
-
-
-# ------------------------------------------------------------------------------------------------
 # One inference process for many search processes
 
 
@@ -349,7 +291,7 @@ class RemoteEvaluator:
 
 def _serve(net_state: dict, device: str, buckets: Sequence[int], requests, answers, shm_names, capacity, log) -> None:
     """The inference process: merge pending requests into one batch, evaluate, answer each."""
-    from .net import NetConfig
+    from drmario.learn.net import NetConfig
 
     net = DrMarioNet(NetConfig.from_dict(net_state["config"]))
     net.load_state_dict(net_state["model"])

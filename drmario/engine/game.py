@@ -9,10 +9,11 @@ from enum import Enum
 
 import numpy as np
 
-from . import kernels as K
-from .board import Board, Move, Pill
-from .level import Level, PillMode, PillSequence, new_level
-from .rules import PlaceResult, canonical, legal_mask, legal_moves
+from drmario.engine import kernels as K
+from drmario.engine.board import Board, Move, Pill
+from drmario.engine.level import Level, PillMode, PillSequence, new_level
+from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
+from drmario.engine.svg import board_svg
 
 DEFAULT_STALL_LIMIT = 20
 
@@ -224,6 +225,4 @@ class Game:
         )
 
     def _repr_svg_(self) -> str:
-        from .svg import board_svg
-
-        return board_svg(self.board, pill=None if self.over else self.pill)
+        return board_svg(self._cells, pill=None if self.over else self.pill)

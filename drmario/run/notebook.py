@@ -1,133 +1,34 @@
-"""What the notebooks share, so that they stay thin: parameter checks, training with live loss
-curves (in a child process), the arena's agents by name, the positions of played games with what
-followed them, the network's errors there, and tables across rounds."""
+"""What the notebooks share, so that they stay thin: training with live loss curves (in a child
+process), the positions of played games with what followed them, the network's errors there, and
+tables across rounds. (Their parameters: `drmario.run.profiles`; agents by name: `drmario.run.agents`.)"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from .files import write_atomic
-from .pipeline import analysis_dir, child_env, round_dir, train_dir
+from drmario.files import write_atomic
+from drmario.run.pipeline import analysis_dir, child_env, round_dir, train_dir
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .agents import Agent, GameSpec
-    from .game import GameRecord
-    from .net import Player
-    from .search import SearchConfig
-    from .train import TrainConfig, TrainResult
+    from drmario.engine.game import GameRecord
+    from drmario.learn.net import Player
+    from drmario.learn.train import TrainConfig, TrainResult
+    from drmario.play.agents import Agent
+    from drmario.play.arena import EvalConfig
+    from drmario.play.lockstep import GameSpec
 
 T = TypeVar("T")
-
-
-class ParameterError(ValueError):
-    """Bad notebook parameters; the message lists every bad one."""
-
-
-# ------------------------------------------------------------------------------------------------
-# Notebook helpers: parameters
-
-
-class ParameterCheck:
-    """Checks a notebook's parameters one by one, then raises one `ParameterError` listing every
-    bad one (`done`, or `config` which also builds the configuration object)."""
-
-    def __init__(self, notebook: str) -> None:
-        self.notebook = notebook
-        self.problems: list[str] = []
-
-    def _bad(self, name: str, value: Any, want: str) -> None:
-        self.problems.append(f"{name} = {value!r}: {want}")
-
-    @staticmethod
-    def _range(value: float, lo: float | None, hi: float | None) -> bool:
-        return (lo is None or value >= lo) and (hi is None or value <= hi)
-
-    @staticmethod
-    def _bounds(lo: float | None, hi: float | None) -> str:
-        if lo is not None and hi is not None:
-            return f" in {lo}..{hi}"
-        return f" >= {lo}" if lo is not None else f" <= {hi}" if hi is not None else ""
-
-    def integer(self, name: str, value: Any, lo: int | None = None, hi: int | None = None) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or not self._range(value, lo, hi):
-            self._bad(name, value, f"expected an integer{self._bounds(lo, hi)}")
-
-    def number(self, name: str, value: Any, lo: float | None = None, hi: float | None = None) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-        if not ok or not self._range(value, lo, hi):
-            self._bad(name, value, f"expected a number{self._bounds(lo, hi)}")
-
-    def boolean(self, name: str, value: Any) -> None:
-        if not isinstance(value, bool):
-            self._bad(name, value, "expected True or False")
-
-    def choice(self, name: str, value: Any, choices: Sequence[Any]) -> None:
-        if value not in choices:
-            self._bad(name, value, f"expected one of {', '.join(map(repr, choices))}")
-
-    def choices(self, name: str, value: Any, choices: Sequence[Any], nonempty: bool = True) -> None:
-        if not isinstance(value, (list, tuple)) or (nonempty and not value) or any(v not in choices for v in value):
-            self._bad(name, value, f"expected a {'non-empty ' * nonempty}list of {', '.join(map(repr, choices))}")
-
-    def integers(
-        self, name: str, value: Any, lo: int | None = None, hi: int | None = None, nonempty: bool = True
-    ) -> None:
-        ok = isinstance(value, (list, tuple)) and (value or not nonempty)
-        ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and self._range(v, lo, hi) for v in value)
-        if not ok:
-            self._bad(name, value, f"expected a {'non-empty ' * nonempty}list of integers{self._bounds(lo, hi)}")
-
-    def rule(self, ok: bool, name: str, value: Any, want: str) -> None:
-        """Any other condition on a parameter (e.g. one that involves two of them)."""
-        if not ok:
-            self._bad(name, value, want)
-
-    def text(self, name: str, value: Any) -> None:
-        if not isinstance(value, str):
-            self._bad(name, value, "expected a string")
-
-    def mapping(self, name: str, value: Any) -> None:
-        if not isinstance(value, dict):
-            self._bad(name, value, "expected a dict")
-
-    def path(self, name: str, value: Any, exists: bool = True, empty_ok: bool = False) -> None:
-        """A path (a string); exists: it must exist now; empty_ok: "" is allowed (a default)."""
-        if not isinstance(value, (str, os.PathLike)) or (not empty_ok and not str(value)):
-            self._bad(name, value, "expected a path")
-        elif exists and str(value) and not Path(value).exists():
-            self._bad(name, value, f"no such file or folder (from {Path.cwd()})")
-
-    def paths(self, name: str, value: Any, exists: bool = True) -> None:
-        if not isinstance(value, (list, tuple)) or not value:
-            self._bad(name, value, "expected a non-empty list of paths")
-            return
-        for i, v in enumerate(value):
-            self.path(f"{name}[{i}]", v, exists)
-
-    def done(self) -> None:
-        if self.problems:
-            lines = "\n  ".join(self.problems)
-            raise ParameterError(f"{self.notebook}: bad parameter(s) (fix the parameters cell):\n  {lines}")
-
-    def config(self, build: Callable[[], T]) -> T:
-        """`done`, then build the configuration object; its own checks become a ParameterError too."""
-        self.done()
-        try:
-            return build()
-        except (TypeError, ValueError) as e:
-            raise ParameterError(f"{self.notebook}: the parameters do not make a valid configuration: {e}") from e
 
 
 def settings_table(settings: Mapping[str, Any]) -> pd.DataFrame:
@@ -152,7 +53,7 @@ def settings_table(settings: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def _result_from_json(d: dict) -> TrainResult:
-    from .train import TrainResult
+    from drmario.learn.train import TrainResult
 
     d = dict(d)
     d["run_dir"] = Path(d["run_dir"])
@@ -184,7 +85,7 @@ class _LiveCurves:
             self.figure = display(HTML(""), display_id=True)
 
     def update(self, force: bool = False) -> None:
-        from .viz_plots import plot_curves, read_metrics
+        from drmario.viz.plots import plot_curves, read_metrics
 
         stamp = (self.metrics.stat().st_size, self.metrics.stat().st_mtime_ns) if self.metrics.exists() else None
         if stamp is None or (stamp == self.seen and not force):
@@ -279,34 +180,6 @@ def train_live(
 # ------------------------------------------------------------------------------------------------
 # Notebook helpers: agents, outcomes, errors
 
-AGENTS = ("random", "greedy", "mcts-round0", "net-policy", "net+mcts")
-
-
-def make_agents(
-    names: Sequence[str], player: Player | None, round0: SearchConfig, network_search: SearchConfig
-) -> list[Agent]:
-    """The arena's agents by name (`AGENTS`): random, greedy, round-0 MCTS (no network), the
-    network's move output alone, and the network with MCTS."""
-    from .agents import GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
-
-    out: list[Agent] = []
-    for name in names:
-        if name in ("net-policy", "net+mcts") and player is None:
-            raise ValueError(f"agent {name!r} needs a network")
-        if name == "random":
-            out.append(RandomAgent())
-        elif name == "greedy":
-            out.append(GreedyAgent())
-        elif name == "mcts-round0":
-            out.append(SearchAgent(round0, name=name))
-        elif name == "net-policy":
-            out.append(PolicyAgent(player, name=name))
-        elif name == "net+mcts":
-            out.append(SearchAgent(network_search, player, name=name))
-        else:
-            raise ValueError(f"unknown agent {name!r}: use {', '.join(AGENTS)}")
-    return out
-
 
 def played_positions(records: Iterable[GameRecord]) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
     """Every decision of the finished games, with what really followed it, counted as the training
@@ -314,7 +187,7 @@ def played_positions(records: Iterable[GameRecord]) -> tuple[np.ndarray, np.ndar
     level, step, won, cleared, duration, move_r, move_x, move_y)."""
     import pandas as pd
 
-    from .examples import won_target
+    from drmario.learn.examples import won_target
 
     cells, pills, rows = [], [], []
     for rec in records:
@@ -354,7 +227,7 @@ def record_positions(record: GameRecord) -> tuple[np.ndarray, np.ndarray]:
 
 def predict(player: Player, cells: np.ndarray, pills: np.ndarray):
     """The network at these positions with its moves masked to the legal ones (`net.NetPrediction`)."""
-    from . import kernels as K
+    from drmario.engine import kernels as K
 
     legal = np.zeros((len(cells), 4, K.WIDTH, K.HEIGHT), np.uint8)
     if len(cells):
@@ -378,23 +251,12 @@ def network_errors(
     return out, pred.moves
 
 
-def pick_games(games: Sequence[GameSpec], levels: Sequence[int] = (), per_level: int = 0) -> list[GameSpec]:
-    """The games at levels (all if empty), at most per_level of each (all if 0), in file order."""
-    kept: list[GameSpec] = []
-    count: dict[int, int] = {}
-    for g in games:
-        if (not levels or g.level in levels) and (not per_level or count.get(g.level, 0) < per_level):
-            kept.append(g)
-            count[g.level] = count.get(g.level, 0) + 1
-    return kept
-
-
 def replay_with_search(
-    agent: Agent, spec: GameSpec, *, base_seed: int = 0, stall_limit: int | None = 20, max_pills: int = 1000
+    agent: Agent, spec: GameSpec, evaluation: EvalConfig
 ) -> tuple[GameRecord, list[np.ndarray | None]]:
-    """Play one game with agent (as the arena does, same seeds) and keep each decision's search
-    target (None for agents without a search)."""
-    from .agents import play_lockstep
+    """Play one game with agent as the arena does (same protocol, same seeds) and keep each
+    decision's search target (None for agents without a search)."""
+    from drmario.play.lockstep import play_lockstep
 
     kept: dict[str, Any] = {}
 
@@ -402,7 +264,13 @@ def replay_with_search(
         kept["record"], kept["targets"] = record, [d.target for d in decisions]
 
     play_lockstep(
-        agent, [spec], lockstep=1, base_seed=base_seed, stall_limit=stall_limit, max_pills=max_pills, on_finish=keep
+        agent,
+        [spec],
+        lockstep=1,
+        base_seed=evaluation.decision_seed,
+        stall_limit=evaluation.stall_limit,
+        max_pills=evaluation.max_pills,
+        on_finish=keep,
     )
     return kept["record"], kept["targets"]
 
@@ -412,7 +280,7 @@ def rounds_table(run_dir: str | Path) -> pd.DataFrame:
     viruses cleared, pills per virus, and the search that made it."""
     import pandas as pd
 
-    from .selfplay import summary
+    from drmario.play.selfplay import summary
 
     rows = []
     k = 0
@@ -433,10 +301,12 @@ def rounds_table(run_dir: str | Path) -> pd.DataFrame:
     return df.astype({c: int for c in counts})
 
 
-def arena_by_round(run_dir: str | Path, agents: Sequence[str] = ("net-policy", "net+mcts")) -> pd.DataFrame:
+def arena_by_round(run_dir: str | Path) -> pd.DataFrame:
     """The arena tables of every analysed round: the network agents once per round (named
     "<agent> r<k>"), the agents without a network from the first table that has them."""
     import pandas as pd
+
+    from drmario.run.agents import NETWORK_KINDS, parse_spec
 
     frames, seen = [], set()
     k = 0
@@ -444,7 +314,7 @@ def arena_by_round(run_dir: str | Path, agents: Sequence[str] = ("net-policy", "
         path = analysis_dir(run_dir, k) / "arena.csv"
         if path.exists():
             df = pd.read_csv(path)
-            mine = df["agent"].isin(agents)
+            mine = df["agent"].map(lambda name: parse_spec(name)[0] in NETWORK_KINDS)
             rounds = df[mine].assign(agent=df.loc[mine, "agent"] + f" r{k}")
             others = df[~mine & ~df["agent"].isin(seen)]
             seen.update(others["agent"])

@@ -1,0 +1,1 @@
+"""Running: the command line, the notebook pipeline and profiles, and the notebooks' helpers."""

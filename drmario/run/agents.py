@@ -1,0 +1,112 @@
+"""Agents by name: the one registry the command line, the notebooks, the pipeline and the benchmarks
+share, so an agent is called the same everywhere.
+
+A spec is ``KIND[-SIMULATIONS][@CHECKPOINT]``; the agent's name is the spec without the checkpoint,
+with the default simulations filled in (``mcts`` -> ``mcts-100``):
+
+==================  ============================================================================
+``random``          uniformly random legal placements
+``greedy``          the one-ply greedy heuristic
+``mcts-N``          round-0 MCTS (no network) with N simulations, random rollouts
+``mcts-greedy-N``   round-0 MCTS with greedy rollouts
+``policy``          the network's move output alone (no search)
+``net-mcts-N``      the network with N simulations of PUCT (no root noise)
+``net-gumbel-N``    the network with N simulations of Gumbel root search
+``dqn``, ``td``     the baseline learners (`drmario.baselines`), from their checkpoints
+==================  ============================================================================
+
+The network agents (and dqn, td) need a checkpoint: ``@PATH`` in the spec, or the ``network``
+argument (a path, or a loaded `Player` for the network agents).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from drmario.play.agents import Agent, GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
+from drmario.search.searcher import SearchConfig
+
+if TYPE_CHECKING:
+    from drmario.learn.net import Player
+
+DEFAULT_SIMULATIONS = 100
+SEARCH_KINDS = ("mcts", "mcts-greedy", "net-mcts", "net-gumbel")
+NETWORK_KINDS = ("policy", "net-mcts", "net-gumbel")
+KINDS = ("random", "greedy", *SEARCH_KINDS, "policy", "dqn", "td")
+AGENT_HELP = (
+    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, mcts, mcts-greedy (round-0 MCTS, "
+    "random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel (the network with search), "
+    f"dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt (default {DEFAULT_SIMULATIONS} "
+    "simulations)"
+)
+_SPEC = re.compile(r"^(?P<kind>[a-z]+(?:-[a-z]+)*?)(?:-(?P<sims>\d+))?(?:@(?P<path>.+))?$")
+
+
+def parse_spec(spec: str) -> tuple[str, int | None, str | None]:
+    """(kind, simulations or None, checkpoint path or None); ValueError naming what is wrong."""
+    m = _SPEC.match(spec.strip())
+    if m is None or m["kind"] not in KINDS:
+        raise ValueError(f"agent {spec!r}: not a known agent; an agent is {AGENT_HELP}")
+    kind, sims = m["kind"], m["sims"]
+    if sims is not None and kind not in SEARCH_KINDS:
+        raise ValueError(f"agent {spec!r}: {kind} takes no simulation count")
+    if sims is not None and int(sims) < 1:
+        raise ValueError(f"agent {spec!r}: the simulation count must be >= 1")
+    return kind, None if sims is None else int(sims), m["path"]
+
+
+def agent_name(spec: str) -> str:
+    """The name an agent made from spec plays under (the spec without its checkpoint)."""
+    kind, sims, _ = parse_spec(spec)
+    if kind in SEARCH_KINDS:
+        return f"{kind}-{sims or DEFAULT_SIMULATIONS}"
+    return kind
+
+
+def make_agent(spec: str, *, network: str | Path | Player | None = None, device: str = "cpu") -> Agent:
+    """An agent from its spec (module docstring), e.g. ``"mcts-200"`` or ``"net-mcts-100"`` with
+    network set. Evaluation settings: search agents play their best move (no root noise)."""
+    kind, sims, path = parse_spec(spec)
+    name = agent_name(spec)
+    n = sims or DEFAULT_SIMULATIONS
+    if kind == "random":
+        return RandomAgent()
+    if kind == "greedy":
+        return GreedyAgent()
+    if kind in ("mcts", "mcts-greedy"):
+        policy = "greedy" if kind == "mcts-greedy" else "random"
+        return SearchAgent(SearchConfig(simulations=n, root_rollouts=1, rollout_policy=policy), name=name)
+    source = path or network
+    if source is None:
+        raise ValueError(f"agent {spec!r} needs a checkpoint: {kind}@PATH, or a network")
+    if kind == "dqn":
+        from drmario.baselines import DQNAgent
+
+        return DQNAgent.load(str(source), device=device)
+    if kind == "td":
+        from drmario.baselines import TDAgent
+
+        return TDAgent.load(str(source))
+    from drmario.learn.net import Player, load_player
+    from drmario.learn.train import resolve_device
+
+    player = source if isinstance(source, Player) else load_player(source, resolve_device(device))
+    if kind == "policy":
+        return PolicyAgent(player, name=name)
+    mode = "gumbel" if kind == "net-gumbel" else "puct"
+    return SearchAgent(SearchConfig(mode=mode, simulations=n, dirichlet_fraction=0.0), player, name=name)
+
+
+def make_agents(
+    specs: Sequence[str], *, network: str | Path | Player | None = None, device: str = "cpu"
+) -> list[Agent]:
+    """`make_agent` for each spec; the network (a checkpoint path) is loaded once for all of them."""
+    if isinstance(network, (str, Path)) and any(parse_spec(s)[0] in NETWORK_KINDS for s in specs):
+        from drmario.learn.net import load_player
+        from drmario.learn.train import resolve_device
+
+        network = load_player(network, resolve_device(device))
+    return [make_agent(spec, network=network, device=device) for spec in specs]

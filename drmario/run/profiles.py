@@ -1,0 +1,328 @@
+"""Notebook parameters and pipeline profiles: one settings class per notebook, the only place
+its parameters are defined.
+
+A notebook's parameters cell assigns some of its class's leaf settings (`Settings.leaves`: the
+component settings flattened, e.g. 01's ``simulations`` is ``selfplay.search.simulations``), and the
+next cell builds the settings with `notebook_settings`, which checks every value's type and range
+and reports every bad one at once. A pipeline profile's section (``params/*.yaml``) is the same flat
+mapping for the same class, so profiles, ``--set`` overrides and notebooks are checked alike, before
+anything runs; a test checks that every parameters cell names real settings with their types.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sysconfig
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from drmario.baselines import DQNConfig, TDConfig
+from drmario.learn.train import TrainConfig
+from drmario.play.arena import EvalConfig
+from drmario.play.selfplay import SelfPlayConfig
+from drmario.run.agents import parse_spec
+from drmario.search.searcher import SearchConfig
+from drmario.settings import (
+    SettingInfo,
+    Settings,
+    SettingsError,
+    apply_dotted,
+    load_yaml,
+    parse_assignment,
+    setting,
+    type_text,
+)
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout, when the package runs from one
+RUN_DIR_DOC = "run directory (the pipeline sets it)"
+THREADS_DOC = "CPU threads for torch (0: every core); 1 is fastest for small networks"
+
+
+def _agent_problems(name: str, specs: list[str]) -> list[str]:
+    problems = []
+    for spec in specs:
+        try:
+            parse_spec(spec)
+        except ValueError as e:
+            problems.append(f"{name}: {e}")
+    return problems
+
+
+@dataclass(frozen=True)
+class Round0Data(Settings):
+    """01_round0_data: round-0 self-play (no network) written as training examples."""
+
+    run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the examples go to {run_dir}/round0")
+    selfplay: SelfPlayConfig = setting(SelfPlayConfig(), "the self-play")
+    show_examples: int = setting(3, "example positions drawn with their move targets", ge=0, le=64)
+    replay_game: int = setting(0, "index of the game drawn as a replay", ge=0)
+
+    def check(self) -> list[str]:
+        problems = []
+        if self.selfplay.search.mode != "round0":
+            problems.append(f"mode = {self.selfplay.search.mode!r}: round-0 data is made without a network")
+        if self.replay_game >= self.selfplay.games:
+            problems.append(f"replay_game = {self.replay_game}: expected < games ({self.selfplay.games})")
+        return problems
+
+
+@dataclass(frozen=True)
+class TrainNotebook(Settings):
+    """02_train: training the network on every round's examples so far."""
+
+    run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the network goes to {run_dir}/train{round}")
+    round: int = setting(0, "the self-play round this training follows (names the folder train{round})", ge=0)
+    train: TrainConfig = setting(TrainConfig(), "the training run (data: every round's examples)")
+    refresh_s: float = setting(2.0, "seconds between redraws of the live curves", ge=0.1, le=3600)
+    torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
+
+    def check(self) -> list[str]:
+        return [] if self.train.data else ["data = []: expected example files or folders"]
+
+
+@dataclass(frozen=True)
+class AnalysisNotebook(Settings):
+    """03_analysis: the network in the arena, one game step by step, calibration, its worst errors."""
+
+    run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the tables go to {run_dir}/analysis{round}")
+    round: int = setting(0, "whose network to analyse: the one trained after round {round}", ge=0)
+    checkpoint: str = setting("", "network checkpoint ('': {run_dir}/train{round}/checkpoints/latest.pt)")
+    agents: list[str] = setting(
+        ["random", "greedy", "mcts-16", "policy", "net-mcts-16"], "arena players (`drmario.run.agents`)"
+    )
+    evaluation: EvalConfig = setting(EvalConfig(), "the evaluation protocol")
+    device: str = setting("auto", "where the network runs: auto (cuda if available), cpu, cuda")
+    torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
+    replay_game: int = setting(-1, "index of the evaluation game replayed step by step (-1: the longest)", ge=-1)
+    calibration_agents: list[str] = setting(["net-mcts-16"], "whose games the value outputs are checked on")
+    calibration_bins: int = setting(8, "bins of the calibration plots", ge=1, le=100)
+    top_errors: int = setting(4, "how many of the worst-predicted positions to draw", ge=0, le=64)
+
+    def check(self) -> list[str]:
+        problems = _agent_problems("agents", self.agents)
+        missing = [a for a in self.calibration_agents if a not in self.agents]
+        if missing:
+            problems.append(f"calibration_agents = {self.calibration_agents}: {missing} are not among the agents")
+        return problems
+
+
+@dataclass(frozen=True)
+class NextRound(Settings):
+    """04_next_round: self-play with the newest network, the next round's training examples."""
+
+    run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the examples go to {run_dir}/round{round}")
+    round: int = setting(1, "this round, from 1: it plays with the network trained after round - 1", ge=1)
+    selfplay: SelfPlayConfig = setting(
+        SelfPlayConfig(
+            search=SearchConfig(mode="puct", simulations=16),
+            network="../runs/notebooks/train0/checkpoints/latest.pt",
+            temperature_moves=8,
+        ),
+        "the self-play with the network trained after round - 1 (the pipeline sets network)",
+    )
+    show_examples: int = setting(2, "example positions drawn with their move targets", ge=0, le=64)
+    torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
+
+    def check(self) -> list[str]:
+        if self.selfplay.search.mode == "round0":
+            return ["mode = 'round0': a further round searches with the network (puct or gumbel)"]
+        return []
+
+
+@dataclass(frozen=True)
+class Baselines(Settings):
+    """05_baselines: the DQN and TD learners, then the arena against the other players."""
+
+    run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; this notebook writes {run_dir}/baselines")
+    checkpoint: str = setting("", "an AlphaZero network checkpoint for the net agents ('': leave them out)")
+    dqn: DQNConfig = setting(DQNConfig(steps=3000, filters=16, next_pill="expected"), "the DQN run", prefix=True)
+    td: TDConfig = setting(TDConfig(games=12, top_k=4), "the TD run", prefix=True)
+    agents: list[str] = setting(["random", "greedy", "mcts-16", "dqn", "td", "net-mcts-32"], "arena players")
+    evaluation: EvalConfig = setting(
+        EvalConfig(levels=[0, 5, 10], games_per_level=3, top_level_games=3, max_pills=300), "the arena's protocol"
+    )
+    device: str = setting("cpu", "where the DQN trains and the network runs: auto, cpu or cuda")
+    torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
+
+    def check(self) -> list[str]:
+        return _agent_problems("agents", self.agents)
+
+
+class Notebook(NamedTuple):
+    """A notebook of the pipeline: its file stem, its settings, and the settings the pipeline sets."""
+
+    stem: str
+    settings: type[Settings]
+    pipeline_sets: tuple[str, ...]
+
+
+# profile section -> notebook, in the order of the pipeline
+NOTEBOOKS: dict[str, Notebook] = {
+    "round0_data": Notebook("01_round0_data", Round0Data, ("run_dir",)),
+    "train": Notebook("02_train", TrainNotebook, ("run_dir", "round", "data")),
+    "analysis": Notebook("03_analysis", AnalysisNotebook, ("run_dir", "round")),
+    "next_round": Notebook("04_next_round", NextRound, ("run_dir", "round", "network")),
+    "baselines": Notebook("05_baselines", Baselines, ("run_dir", "checkpoint")),
+}
+# parameters that are paths: a relative path in a profile is taken from where the pipeline starts
+PATH_PARAMETERS = ("checkpoint", "network")
+
+
+def annotation(tp: Any) -> str:
+    """How a parameters cell annotates a setting of type tp, in the words papermill reads (its
+    parameter pattern takes no ``|`` and no ``...``): a choice (a Literal) as its values' type,
+    ``X | None`` as ``Optional[X]``, a tuple of any length as a list (a list literal fits it)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return type(args[0]).__name__
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        inner = annotation(rest[0]) if len(rest) == 1 else f"Union[{', '.join(annotation(a) for a in rest)}]"
+        return f"Optional[{inner}]" if len(rest) < len(args) else inner
+    if origin is tuple and args and args[-1] is Ellipsis:
+        return f"list[{annotation(args[0])}]"
+    if origin in (list, tuple):
+        return f"{origin.__name__}[{', '.join(annotation(a) for a in args)}]"
+    return type_text(tp)
+
+
+def section_of(key: str) -> str:
+    """A profile section from its name or its notebook's name ("train" or "02_train")."""
+    for section, notebook in NOTEBOOKS.items():
+        if key in (section, notebook.stem):
+            return section
+    raise ValueError(f"unknown profile section {key!r}: use one of {', '.join(NOTEBOOKS)}")
+
+
+def parameters(section: str) -> dict[str, SettingInfo]:
+    """The flat parameters of a section's notebook: name -> `settings.SettingInfo`."""
+    out: dict[str, SettingInfo] = {}
+    for leaf in NOTEBOOKS[section].settings.leaves():
+        if leaf.name in out:  # a programming error: two settings would share a parameter name
+            raise TypeError(f"{section}: {out[leaf.name].path} and {leaf.path} both flatten to {leaf.name!r}")
+        out[leaf.name] = leaf
+    return out
+
+
+def build(section: str, values: Mapping[str, Any], where: str | None = None) -> Settings:
+    """The settings of a section's notebook from flat parameter values (the rest: defaults).
+    Raises `SettingsError` listing every unknown name and every bad value, by parameter name."""
+    known = parameters(section)
+    stem = NOTEBOOKS[section].stem
+    where = where or stem
+    unknown = [name for name in values if name not in known]
+    if unknown:
+        raise SettingsError(where, [_unknown(name, stem, list(known)) for name in unknown])
+    nested = apply_dotted({}, {known[name].path: value for name, value in values.items()}, where)
+    try:
+        return NOTEBOOKS[section].settings.from_dict(nested)
+    except SettingsError as e:
+        by_path = {leaf.path: name for name, leaf in known.items()}
+        raise SettingsError(where, [_flat_name(problem, by_path) for problem in e.problems]) from None
+
+
+def _unknown(name: str, stem: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"{name}: not a parameter of {stem}{hint} (`python -m drmario settings {stem}` lists them)"
+
+
+def _flat_name(problem: str, by_path: Mapping[str, str]) -> str:
+    """A nested settings problem ("selfplay.search.simulations = -1: ...") by its parameter name."""
+    path, sep, rest = problem.partition(" = ")
+    return f"{by_path[path]}{sep}{rest}" if sep and path in by_path else problem
+
+
+def notebook_settings(stem: str, namespace: Mapping[str, Any]) -> Any:
+    """In a notebook, after its parameters cell: its settings from the parameters found in
+    namespace (``globals()``), every one checked; ``SettingsError`` lists each bad one."""
+    section = section_of(stem)
+    known = parameters(section)
+    return build(section, {name: namespace[name] for name in known if name in namespace}, f"{stem} parameters")
+
+
+# Stand-ins for what the pipeline sets, to check a profile before there is a run directory.
+PIPELINE_STAND_INS = {"run_dir": "runs/profile-check", "round": 1, "data": ["round0/examples"], "network": "net.pt"}
+
+
+def check_profile(profile: Mapping[str, Any]) -> None:
+    """Every section of a profile must build its notebook's settings (names, types, ranges), and
+    set nothing the pipeline sets itself. Raises `SettingsError` listing every problem."""
+    problems = []
+    for section, notebook in NOTEBOOKS.items():
+        values = dict(profile.get(section, {}))
+        for name in notebook.pipeline_sets:
+            if name in values:
+                problems.append(f"{section}.{name}: set by the pipeline, not by a profile")
+            elif name in PIPELINE_STAND_INS:
+                values[name] = PIPELINE_STAND_INS[name]
+        try:
+            build(section, values)
+        except SettingsError as e:
+            problems += [f"{section}.{p}" for p in e.problems]
+    if problems:
+        raise SettingsError(f"profile {profile.get('name')!r}", problems)
+
+
+def kit_dir(kind: str) -> Path:
+    """The kit's ``notebooks`` or ``params`` folder: the checkout's when this package runs from
+    one, else the installed copy (a wheel puts them in ``<prefix>/share/drmario-kit/``)."""
+    source = ROOT / kind
+    if (ROOT / "pyproject.toml").is_file() and source.is_dir():
+        return source
+    installed = Path(sysconfig.get_path("data")) / "share" / "drmario-kit" / kind
+    if installed.is_dir():
+        return installed
+    raise FileNotFoundError(f"the kit's {kind}/ folder is neither in a checkout ({source}) nor installed ({installed})")
+
+
+def profile_path(name: str | Path) -> Path:
+    """A profile file: a path, or the name of one of the kit's profiles (``ci``, ``cpu``, ``gpu``)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    if path.suffix == "" and path.parent == Path("."):
+        shipped = kit_dir("params") / f"{name}.yaml"
+        if shipped.is_file():
+            return shipped
+    kits = ", ".join(sorted(p.stem for p in kit_dir("params").glob("*.yaml")))
+    raise FileNotFoundError(f"no profile {name!r}: give a YAML file or one of the kit's profiles: {kits}")
+
+
+def load_profile(path: str | Path) -> dict[str, Any]:
+    """A profile from YAML (or JSON): ``{"name": ..., section: {parameter: value}}``."""
+    import yaml
+
+    path = profile_path(path)
+    try:
+        data = load_yaml(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"profile {path}: cannot read it: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"profile {path}: expected a mapping of a name and sections, got {type(data).__name__}")
+    profile: dict[str, Any] = {"name": data.pop("name", path.stem)}
+    for key, values in data.items():
+        if not isinstance(values, dict):
+            raise ValueError(f"profile {path}: section {key!r} must be a mapping of parameters")
+        profile[section_of(key)] = dict(values)
+    return profile
+
+
+def apply_overrides(profile: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """A copy of profile with ``section.parameter=value`` overrides applied (`settings.parse_assignment`:
+    values are YAML), or ``name=value``."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in profile.items()}
+    for text in overrides:
+        key, value = parse_assignment(text)
+        if key == "name":
+            out["name"] = value
+            continue
+        section, dot, parameter = key.partition(".")
+        if not dot or not parameter:
+            raise ValueError(f"override {text!r}: expected SECTION.PARAMETER=VALUE, e.g. train.steps=500")
+        out.setdefault(section_of(section), {})[parameter] = value
+    return out

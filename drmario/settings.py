@@ -1,0 +1,330 @@
+"""Settings: the one place each setting is defined.
+
+Every component's settings are a dataclass deriving from `Settings`, and each field is made with
+`setting`: its name, type annotation, default, one-line doc and range, all in one line::
+
+    simulations: int = setting(200, "simulations per decision", ge=0, le=1_000_000)
+
+Everything else is derived from those fields: validation (exact types, ranges, unknown keys, all
+problems reported at once), ``to_dict``/``from_dict`` for JSON and YAML, dotted overrides
+(``search.simulations=400``), the command line's flags (`drmario.run.cli`), the notebooks'
+parameters and the pipeline's profiles (`drmario.run.notebooks`).
+
+Types are checked exactly: a bool is not an int, a string is not a number, a float must be finite
+and an int-typed setting takes no float; lists from JSON or YAML become tuples where the type says
+tuple, and dicts become nested settings. (pydantic was tried: its lax mode takes ``True`` and
+``"5"`` as the int 1 and 5, and its strict mode refuses YAML lists for tuples and dicts for nested
+settings; this module's rules are the ones a profile's author expects.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import json
+import math
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, NamedTuple, TypeVar
+
+S = TypeVar("S", bound="Settings")
+_RANGES = ("ge", "gt", "le", "lt")
+
+
+class SettingsError(ValueError):
+    """Settings that do not validate; ``problems`` lists each one ("path = value: what is wrong")."""
+
+    def __init__(self, where: str, problems: list[str]) -> None:
+        self.where, self.problems = where, problems
+        lines = problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n  " + "\n  ".join(problems)
+        super().__init__(f"{where}: {lines}")
+
+
+def setting(
+    default: Any,
+    doc: str,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    prefix: bool = False,
+) -> Any:
+    """A settings field: default, one-line doc and range (numbers, or each number of a list).
+
+    A mutable default (list, dict, nested settings) is copied for each instance. ``prefix``: for a
+    nested settings field, its leaves are named ``<field>_<leaf>`` when flattened (`leaves`).
+    """
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "prefix": prefix}
+    if isinstance(default, (list, dict, set, Settings)):
+        return dataclasses.field(default_factory=functools.partial(_copy, default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Settings):
+        return dataclasses.replace(value)
+    return json.loads(json.dumps(value))
+
+
+class SettingInfo(NamedTuple):
+    """One leaf setting of a settings class, as `leaves` lists it."""
+
+    name: str  # flat name (a notebook parameter, a profile key)
+    path: str  # dotted path from the root settings class, e.g. "search.simulations"
+    type: Any  # the annotation
+    default: Any
+    doc: str
+    owner: type  # the settings class that defines it
+
+    @property
+    def type_text(self) -> str:
+        return type_text(self.type)
+
+
+class Settings:
+    """Base of the settings dataclasses: validation on construction, plain-dict form and back.
+
+    Subclasses add rules that involve several fields in `check` (return a list of problems).
+    """
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping) and f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+                if isinstance(default, Settings):  # a partial dict overlays the field's own default
+                    value = apply_dotted(default.to_dict(), _dotted(value), type(self).__name__)
+            try:
+                ok, converted, want = _convert(value, _hints(type(self))[f.name])
+            except SettingsError as e:  # a nested settings dict with problems of its own
+                problems += [f"{f.name}.{p}" for p in e.problems]
+                continue
+            if ok and (problem := _range_problem(converted, f.metadata)):
+                ok, want = False, problem
+            if not ok:
+                doc = f.metadata.get("doc")
+                problems.append(f"{f.name} = {_show(value)}: expected {want}" + (f" ({doc})" if doc else ""))
+            elif converted is not value:
+                object.__setattr__(self, f.name, converted)
+        if not problems:
+            problems = self.check()
+        if problems:
+            raise SettingsError(type(self).__name__, problems)
+
+    def check(self) -> list[str]:
+        """Rules that involve several fields; each problem as "name = value: what is wrong"."""
+        return []
+
+    def to_dict(self) -> dict:
+        """JSON-ready: nested settings as dicts, tuples as lists."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[S], d: Mapping[str, Any]) -> S:
+        """From a plain dict (missing keys take their defaults); unknown keys are refused."""
+        if not isinstance(d, Mapping):
+            raise SettingsError(cls.__name__, [f"expected a mapping of settings, got {type(d).__name__}"])
+        known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        unknown = [k for k in d if k not in known]
+        if unknown:
+            raise SettingsError(cls.__name__, [_unknown(k, known) for k in unknown])
+        return cls(**d)
+
+    def replace(self: S, **changes: Any) -> S:
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def with_overrides(self: S, overrides: Mapping[str, Any]) -> S:
+        """A copy with dotted settings replaced, e.g. {"search.simulations": 400, "games": 8}."""
+        return type(self).from_dict(apply_dotted(self.to_dict(), overrides, type(self).__name__))
+
+    @classmethod
+    def leaves(cls, prefix: str = "", path: str = "") -> Iterator[SettingInfo]:
+        """Every leaf setting, nested settings flattened: a nested field's leaves keep their own
+        names, or get ``<field>_`` in front where the field says ``prefix``."""
+        hints = _hints(cls)
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            tp = hints[f.name]
+            dotted = f"{path}{f.name}"
+            if isinstance(tp, type) and issubclass(tp, Settings):
+                inner = f"{prefix}{f.name}_" if f.metadata.get("prefix") else prefix
+                yield from tp.leaves(inner, f"{dotted}.")
+            else:
+                default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+                yield SettingInfo(f"{prefix}{f.name}", dotted, tp, default, f.metadata.get("doc", ""), cls)
+
+
+def apply_dotted(d: dict, overrides: Mapping[str, Any], where: str = "settings") -> dict:
+    """A copy of the nested dict d with {"a.b": value} overrides set (nested dicts created)."""
+    out = json.loads(json.dumps(d))
+    for key, value in overrides.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SettingsError(where, [f"{key}: {part} is not a group of settings"])
+        node[leaf] = value
+    return out
+
+
+def load_yaml(text: str) -> Any:
+    """YAML as a settings file means it: like ``yaml.safe_load``, but ``1e-3`` is a number (YAML 1.1
+    reads exponents without a dot as strings)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+
+
+def _dotted(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested dict flattened to {"a.b": value} (nested settings' dicts only)."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``key=value`` -> (key, value), the value read as YAML (`load_yaml`): ``500``, ``0.1``, ``1e-3``,
+    ``true``, ``[0, 4]`` and ``null`` are typed."""
+    import yaml
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"{text!r}: expected KEY=VALUE, e.g. steps=500 or search.simulations=400")
+    try:
+        value = load_yaml(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ValueError(f"{text!r}: the value is not valid YAML: {e}") from e
+    return key, value
+
+
+def type_text(tp: Any) -> str:
+    """A short readable form of a type annotation: int, list[int], 'puct' | 'gumbel', int | None."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else type_text(a) for a in args)
+    if origin in (list, tuple, dict):
+        inner = ", ".join("..." if a is Ellipsis else type_text(a) for a in args)
+        return f"{origin.__name__}[{inner}]" if args else origin.__name__
+    return getattr(tp, "__name__", str(tp))
+
+
+# ------------------------------------------------------------------------------------------------
+# Validation
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unknown(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{key}: not a setting{hint}; the settings are {', '.join(known)}"
+
+
+def _convert(value: Any, tp: Any) -> tuple[bool, Any, str]:
+    """(ok, value converted to tp's form, what tp wants in words)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return True, value, "anything"
+    if origin is Literal:
+        return value in args and type(value) in {type(a) for a in args}, value, f"one of {type_text(tp)}"
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            ok, converted, _ = _convert(value, arg)
+            if ok:
+                return True, converted, ""
+        return False, value, " or ".join("None" if a is type(None) else _want(a) for a in args)
+    if tp is type(None):
+        return value is None, value, "None"
+    if tp is bool:
+        return isinstance(value, bool), value, "true or false"
+    if tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) or _is_np_int(value)
+        return ok, int(value) if ok else value, "an integer"
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) or _is_np_number(value)
+        ok = ok and math.isfinite(value)
+        return ok, float(value) if ok else value, "a finite number"
+    if tp is str:
+        return isinstance(value, str), value, "a string"
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False, value, _want(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            item_types = list(args)
+            if len(value) != len(item_types):
+                return False, value, _want(tp)
+        else:
+            item_types = [args[0] if args else Any] * len(value)
+        items = []
+        for v, t in zip(value, item_types):
+            ok, converted, _ = _convert(v, t)
+            if not ok:
+                return False, value, _want(tp)
+            items.append(converted)
+        return True, (tuple(items) if origin is tuple else items), _want(tp)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict), value, "a mapping"
+    if isinstance(tp, type) and issubclass(tp, Settings):
+        if isinstance(value, tp):
+            return True, value, ""
+        if isinstance(value, Mapping):
+            return True, tp.from_dict(value), ""  # its own problems raise with its own name
+        return False, value, f"{tp.__name__} settings (a mapping)"
+    return isinstance(value, tp), value, type_text(tp)
+
+
+def _want(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple):
+        return f"a list ({type_text(tp)})"
+    return {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(tp, type_text(tp))
+
+
+def _is_np_int(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iu"
+
+
+def _is_np_number(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iuf"
+
+
+def _range_problem(value: Any, meta: Mapping[str, Any]) -> str | None:
+    bounds = {k: meta.get(k) for k in _RANGES if meta.get(k) is not None}
+    if not bounds or value is None:
+        return None
+    numbers = value if isinstance(value, (list, tuple)) else [value]
+    tests = {"ge": lambda v, b: v >= b, "gt": lambda v, b: v > b, "le": lambda v, b: v <= b, "lt": lambda v, b: v < b}
+    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    for v in numbers:
+        if isinstance(v, (int, float)) and not all(tests[k](v, b) for k, b in bounds.items()):
+            each = "each " if isinstance(value, (list, tuple)) else ""
+            return f"{each}" + " and ".join(f"{words[k]} {b}" for k, b in bounds.items())
+    return None

@@ -14,8 +14,8 @@ from numba import njit  # noqa: E402
 
 import drmario as dm  # noqa: E402
 from drmario.engine import kernels as K  # noqa: E402
-from drmario.play.agents import greedy_move  # noqa: E402
-from drmario.search.mcts import rollout  # noqa: E402
+from drmario.search.heuristics import greedy_move  # noqa: E402
+from drmario.search.playouts import RANDOM, rollout  # noqa: E402
 
 
 def midgame_boards(count: int, level: int = 20, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -28,7 +28,8 @@ def midgame_boards(count: int, level: int = 20, seed: int = 0) -> tuple[np.ndarr
         game = dm.Game(int(rng.integers(2, 0x10000)), level, stall_limit=None)
         for _ in range(int(rng.integers(10, 41))):
             pill, cells = game.pill, game.board.cells
-            j = greedy_move(cells, int(pill.left), int(pill.right), np.uint64(rng.integers(1, 2**62) | 1), moves)
+            state = np.array([rng.integers(1, 2**62) | 1], np.uint64)
+            j = greedy_move(cells, int(pill.left), int(pill.right), state, moves)
             trial = game.copy()
             trial.play(dm.Move(*moves[j].tolist()))
             if trial.over:
@@ -70,7 +71,7 @@ def random_games(starts, first_pills, state, stall_limit):
     for i in range(starts.shape[0]):
         board = starts[i].copy()
         left = K.count_viruses(board)
-        _, _, used = rollout(board, first_pills[i], left, 0, stall_limit, 1 << 30, False, cdf, state, moves, scores)
+        _, _, used = rollout(board, first_pills[i], left, 0, stall_limit, 1 << 30, RANDOM, cdf, state, moves, scores)
         pills_used += used
     return pills_used
 

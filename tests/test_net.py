@@ -75,7 +75,7 @@ def test_outputs_shapes_and_ranges(examples, head):
 def test_extreme_logits_stay_finite(examples):
     """Saturated sigmoids: probabilities far below float32's range must keep a finite log."""
     torch.manual_seed(0)
-    net = DrMarioNet(NetConfig(**TINY))
+    net = DrMarioNet(NetConfig(head="design", **TINY))
     with torch.no_grad():
         net.head.weight.mul_(1e4)
     batch = batch_of(examples)
@@ -89,7 +89,7 @@ def test_extreme_logits_stay_finite(examples):
     assert all(torch.isfinite(p.grad).all() for p in net.parameters())
 
 
-@pytest.mark.parametrize("head", ["design", "alphago"])
+@pytest.mark.parametrize("head", ["conv", "design", "alphago"])
 def test_legal_mask(examples, head):
     torch.manual_seed(1)
     net = DrMarioNet(NetConfig(head=head, **TINY)).eval()
@@ -202,7 +202,26 @@ def test_config_dict_round_trip():
 
 def test_design_defaults():
     cfg = NetConfig()
-    assert (cfg.kernel, cfg.filters, cfg.blocks, cfg.leak, cfg.reg, cfg.head) == (3, 256, 19, 0.1, 1e-4, "design")
+    assert (cfg.kernel, cfg.filters, cfg.blocks, cfg.leak, cfg.reg) == (3, 256, 19, 0.1, 1e-4)
+    assert cfg.head == "conv"  # measured to generalise (spec/design.md section 2); "design" stays selectable
+
+
+def test_conv_head_maps_plane_r_cell_xy_to_slot_r_x_y(examples):
+    """The conv head's logit for slot r * 128 + x * 16 + y is its plane r at cell (x, y): a 1x1
+    policy convolution that only reads channel 0 of the trunk puts the trunk's own map on each plane."""
+    net = DrMarioNet(NetConfig(head="conv", **TINY)).eval()
+    with torch.no_grad():
+        net.policy_conv.weight.zero_()
+        net.policy_conv.bias.copy_(torch.tensor([0.0, 1.0, 2.0, 3.0]))
+        out = net(batch_of(examples, 2).planes)
+    # constant logits per plane: plane r holds e^r / sum over planes, on each of its 128 cells
+    per_plane = out.moves[0].sum(dim=(1, 2))
+    expected = torch.exp(torch.arange(4.0)) / torch.exp(torch.arange(4.0)).sum()
+    torch.testing.assert_close(per_plane, expected)
+    assert torch.allclose(out.moves[0, 2], out.moves[0, 2, 0, 0].expand(8, 16))
+    assert NetConfig(head="conv", **TINY).to_dict()["policy_kernel"] == 1
+    with pytest.raises(ValueError, match="policy_kernel = 2"):
+        NetConfig(policy_kernel=2)
 
 
 @pytest.mark.parametrize("head", ["design", "alphago"])

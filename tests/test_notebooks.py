@@ -179,7 +179,7 @@ def test_train_command(tmp_path, capsys):
 
 
 def test_train_command_fails_when_training_stops(tmp_path, capsys):
-    settings = ["steps=20", "batch_size=16", "net.filters=4", "net.blocks=0", "lr=10", "optimizer=sgd"]
+    settings = ["steps=20", "batch_size=16", "net.filters=4", "net.blocks=0", "net.head=design", "lr=10", "optimizer=sgd"]
     args = ["train", str(tmp_path), str(DATA / "round0-sample" / "examples"), "--no-progress", "--threads", "1"]
     assert main(args + [x for s in settings for x in ("--set", s)]) == 3
     assert "non-finite loss" in capsys.readouterr().err

@@ -1,14 +1,18 @@
-"""Search: utility scale, one-winning-move positions, chance nodes, no peeking, golden root table."""
+"""Search: utility ordering, one-winning-move positions, chance nodes and the preview pill, no
+peeking past the preview, golden root tables."""
 
 import json
 
 import numpy as np
 import pytest
 from conftest import DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import drmario as dm
 from drmario.engine import kernels as K
 from drmario.search import mcts
+from drmario.search.playouts import expected_utility, utility, utility_params
 from drmario.search.searcher import Position, Prediction, RolloutEvaluator, SearchConfig, Searcher, search
 
 
@@ -49,21 +53,52 @@ def one_winner_position() -> tuple[Position, dm.Move]:
 # ---------------------------------------------------------------- utility
 
 
-def test_utility_scale():
-    # A win from V=4 viruses in p=5 pills: (4 + 1 - 5/25) / 5; a top out after clearing 1 in 5 pills.
-    assert mcts.utility(4, 5, K.WON, 4) == pytest.approx((4 + 1 - 5 / 25) / 5)
-    assert mcts.utility(4, 5, K.STALEMATE, 4) == pytest.approx((4 + 1 - 5 / 25) / 5)
-    assert mcts.utility(1, 5, K.TOPPED_OUT, 4) == pytest.approx((1 + 5 / 25) / 5)
-    # Horizon-cut rollouts count like a top out at that point.
-    assert mcts.utility(1, 5, K.RUNNING, 4) == mcts.utility(1, 5, K.TOPPED_OUT, 4)
-    # In [0, 1]; faster wins and longer survival are better; any cleared virus beats no virus.
-    assert mcts.utility(4, 1, K.WON, 4) <= 1
-    assert mcts.utility(4, 10, K.WON, 4) > mcts.utility(4, 30, K.WON, 4)
-    assert mcts.utility(0, 30, K.TOPPED_OUT, 4) > mcts.utility(0, 3, K.TOPPED_OUT, 4)
-    assert mcts.utility(1, 1, K.TOPPED_OUT, 4) > mcts.utility(0, 1000, K.TOPPED_OUT, 4)
-    # The network form: a sure finish equals the win formula, a sure top out the top-out one.
-    assert mcts.expected_utility(2.0, 7.0, 1.0, 4) == pytest.approx(mcts.utility(2, 7, K.WON, 4))
-    assert mcts.expected_utility(2.0, 7.0, 0.0, 4) == pytest.approx(mcts.utility(2, 7, K.TOPPED_OUT, 4))
+OUTCOME = utility_params("outcome")
+DISCOUNTED = utility_params("discounted", gamma=0.9)
+counts = st.integers(0, 84)
+pills = st.integers(1, 2000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts, pills, counts, pills, st.sampled_from([K.TOPPED_OUT, K.STALEMATE, K.RUNNING]))
+def test_any_win_beats_any_failure(c1, p1, c2, p2, failure):
+    root = max(c1, c2)
+    win = utility(OUTCOME, c1, p1, K.WON, root)
+    assert win > utility(OUTCOME, c2, p2, failure, root)
+    assert 0.6 <= win <= 1 and 0 <= utility(OUTCOME, c2, p2, failure, root) <= 0.5
+    assert utility(DISCOUNTED, c1, p1, K.WON, root) > utility(DISCOUNTED, c2, p2, failure, root) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(counts, pills, pills)
+def test_among_wins_fewer_pills_is_better(c, p1, p2):
+    for up in (OUTCOME, DISCOUNTED):
+        a, b = utility(up, c, min(p1, p2), K.WON, c), utility(up, c, max(p1, p2), K.WON, c)
+        assert a > b if p1 != p2 else a == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 83), pills, pills)
+def test_among_failures_more_cleared_then_longer_survival_is_better(c, p1, p2):
+    root = 84
+    # one more virus cleared beats any survival; with the same viruses, surviving longer is better
+    assert utility(OUTCOME, c + 1, 1, K.TOPPED_OUT, root) > utility(OUTCOME, c, 10**6, K.TOPPED_OUT, root)
+    short, long = sorted((p1, p2))
+    if short < long:
+        assert utility(OUTCOME, c, long, K.TOPPED_OUT, root) > utility(OUTCOME, c, short, K.TOPPED_OUT, root)
+
+
+def test_the_network_form_is_the_expectation():
+    for up in (OUTCOME, DISCOUNTED):
+        assert expected_utility(up, 2.0, 7.0, 1.0, 4) == pytest.approx(utility(up, 2, 7, K.WON, 4))
+        assert expected_utility(up, 2.0, 7.0, 0.0, 4) == pytest.approx(utility(up, 2, 7, K.TOPPED_OUT, 4))
+        half = expected_utility(up, 2.0, 7.0, 0.5, 4)
+        assert half == pytest.approx((utility(up, 2, 7, K.WON, 4) + utility(up, 2, 7, K.TOPPED_OUT, 4)) / 2)
+    assert utility(OUTCOME, 4, 5, K.WON, 4) == pytest.approx(0.6 + 0.4 * (1 - 5 / 25))  # the documented shape
+    assert utility(OUTCOME, 1, 5, K.TOPPED_OUT, 4) == pytest.approx(0.5 * (1 + 5 / 25) / 5)
+    assert utility(DISCOUNTED, 4, 5, K.WON, 4) == pytest.approx(0.9**5)
+    with pytest.raises(ValueError, match="topout_ceiling"):
+        SearchConfig(win_floor=0.5, topout_ceiling=0.5)
 
 
 # ---------------------------------------------------------------- finding the winning move
@@ -136,13 +171,13 @@ def test_uniform_pills_by_default_and_bad_probabilities_rejected():
 
 @pytest.mark.parametrize("mode", ["round0", "puct"])
 def test_search_ignores_the_real_future_pills(mode):
-    """Two games with the same board and pill but different future pills search identically."""
+    """Two games with the same board, pill and preview but different later pills search identically."""
     a = dm.Game(2468, 6)
     b = dm.Game(2468, 6)
     future = b.pills._array.copy()
-    future[1:] = future[1:][::-1]  # a different pill sequence after the current pill
+    future[2:] = future[2:][::-1]  # a different pill sequence after the preview
     b.pills._array = future
-    assert a.pill == b.pill and a.next_pill != b.next_pill
+    assert a.pill == b.pill and a.next_pill == b.next_pill and a.pills[2] != b.pills[2]
     cfg = SearchConfig(mode=mode, simulations=40)
     evaluator = RolloutEvaluator(seed=9) if mode == "puct" else None
     ra = search(a, cfg, evaluator, seed=11)
@@ -152,6 +187,29 @@ def test_search_ignores_the_real_future_pills(mode):
     assert np.array_equal(ra.visits, rb.visits)
     assert np.array_equal(ra.value, rb.value, equal_nan=True)
     assert np.array_equal(ra.target, rb.target)
+
+
+@pytest.mark.parametrize("mode", ["round0", "puct"])
+def test_the_preview_resolves_the_roots_chance_nodes_only(mode):
+    game = dm.Game(2468, 6)
+    evaluator = RolloutEvaluator(seed=9) if mode == "puct" else None
+    searcher = Searcher(SearchConfig(mode=mode, simulations=60), evaluator)
+    searcher.search([Position.of(game)], seeds=[3])
+    f = searcher.forest
+    root_edges = range(f.d_edge_start[f.root[0]], f.d_edge_start[f.root[0]] + f.d_edge_count[f.root[0]])
+    below_root = [f.e_chance[e] for e in root_edges if f.e_chance[e] >= 0 and f.c_outcome[f.e_chance[e]] == K.RUNNING]
+    assert below_root
+    for c in below_root:  # after the root's placement comes the preview, and only the preview
+        assert f.c_visits[c].sum() == f.c_visits[c, game.next_pill.index] > 0
+    if mode == "puct":  # (round 0 spends 60 simulations near the root; puct goes deeper)
+        deeper = [c for c in range(f.used[2]) if c not in below_root and f.c_visits[c].sum() >= 2]
+        assert any((f.c_visits[c] > 0).sum() > 1 for c in deeper)  # later pills stay chance nodes
+    blind = Searcher(SearchConfig(mode=mode, simulations=60, use_preview=False), evaluator)
+    blind.search([Position.of(game)], seeds=[3])
+    g = blind.forest
+    assert any((g.c_visits[c] > 0).sum() > 1 for c in range(g.used[2]) if g.c_visits[c].sum() >= 2)
+    other = Position.of(game)._replace(preview=dm.Pill.from_index((game.next_pill.index + 1) % 9))
+    assert not np.array_equal(search(other, SearchConfig(simulations=60), seed=3).value, blind.results()[0].value)
 
 
 def test_searches_in_lockstep_match_searches_alone():

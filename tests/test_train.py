@@ -183,7 +183,8 @@ def test_nonfinite_loss_skipped_when_asked(tmp_path, examples):
 
 
 def test_huge_learning_rate_is_caught(tmp_path, examples):
-    result = train(tiny(optimizer="sgd", lr=10.0, steps=50, log_every=50, eval_every=50), tmp_path, examples)
+    net = NetConfig(filters=8, blocks=1, head="design")
+    result = train(tiny(net=net, optimizer="sgd", lr=10.0, steps=50, log_every=50, eval_every=50), tmp_path, examples)
     # detected at the first sync point (a checkpoint is due at step 10), naming the first bad step
     assert re.match(r"step [1-9]: non-finite loss \(total=(nan|inf)", result.stopped), result.stopped
     assert result.step == 10 and result.stopped.endswith("no checkpoint was written")

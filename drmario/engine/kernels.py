@@ -393,3 +393,19 @@ def rand_below(state, n):
     s ^= s >> np.uint64(27)
     state[0] = s
     return np.int64((s * np.uint64(2685821657736338717)) >> np.uint64(33)) % n
+
+
+@njit(cache=True)
+def argmax_ties(scores, n, state):
+    """Index of the largest of scores[:n], ties (within 1e-9) broken uniformly at random from
+    state (`rand_below`); the one tie-breaking argmax of the compiled players and searches."""
+    best, choice, ties = -np.inf, 0, 0
+    for j in range(n):
+        s = scores[j]
+        if s > best + 1e-9:
+            best, choice, ties = s, j, 1
+        elif s > best - 1e-9:
+            ties += 1
+            if rand_below(state, ties) == 0:
+                choice = j
+    return choice

@@ -1,5 +1,14 @@
-"""The residual network of design note 000, the "alphago" heads of note 001, the loss, checkpoints,
-and `Player`, the batched inference wrapper the search calls (spec/design.md section 2).
+"""The residual network of design note 000 with three heads, the loss, checkpoints, and `Player`,
+the batched inference wrapper the search calls (spec/design.md section 2).
+
+Heads (`NetConfig.head`):
+
+- ``conv`` (the default, measured to generalise: spec/design.md section 2): the move logits are a
+  convolution of the trunk to 4 planes, one per rotation, so slot r * 128 + x * 16 + y is plane r
+  at cell (x, y); the three value outputs come from a 1x1-conv projection pooled over the board
+  (mean and max, as KataGo pools) and a small MLP. Nothing flattens the 4,096 trunk features.
+- ``design``: the design note's single linear layer from the flattened trunk to 3 + 512 outputs.
+- ``alphago``: note 001's 1x1-conv policy and value trunks, each with a linear layer.
 
 Shapes: B = batch size. Input float[B, 18, 8, 16] planes (`encode`); outputs `NetOutput`:
 won float[B] in [-1, 1], cleared and duration float[B] >= 0, moves float[B, 4, 8, 16] summing to 1
@@ -7,8 +16,8 @@ over the 512 slots (flat slot r * 128 + x * 16 + y, as `encode.move_index`).
 
 Moves are normalised in log space: log m = s - logsumexp(s), with s = log-sigmoid(z) for the design
 head (sigmoid then divided by the sum, exactly, without forming tiny products) and s = z for the
-alphago head (a softmax, as in the AlphaGo Zero paper, whose policy layer outputs logits). The loss
-uses `NetOutput.log_moves` so the cross-entropy stays finite whatever the logits.
+conv and alphago heads (a softmax over logits). The loss uses `NetOutput.log_moves` so the
+cross-entropy stays finite whatever the logits.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from drmario.learn.encode import N_PLANES, planes_torch
 from drmario.settings import Settings, setting
 
 CELLS = K.WIDTH * K.HEIGHT  # 128 board cells
-HEADS = ("design", "alphago")
+HEADS = ("conv", "design", "alphago")
 LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "total")
 
 
@@ -48,15 +57,21 @@ class NetConfig(Settings):
     blocks: int = setting(19, "r: residual blocks", ge=0, le=200)
     leak: float = setting(0.1, "l: LeakyReLU negative slope", ge=0, lt=1)
     reg: float = setting(1e-4, "c: weight of c * ||parameters||^2 in the loss", ge=0)
-    head: Literal["design", "alphago"] = setting(
-        "design", "design: one linear layer to 3 + 512 outputs; alphago: 1x1-conv heads (note 001)"
+    head: Literal["conv", "design", "alphago"] = setting(
+        "conv", "conv: convolutional moves, pooled values; design: one linear layer to 3 + 512; alphago: note 001"
     )
-    value_hidden: int = setting(256, "alphago head: hidden units of the value trunk", ge=1, le=65536)
+    policy_kernel: int = setting(1, "conv head: kernel size of the moves convolution (1 or 3)", ge=1, le=7)
+    pooled_planes: int = setting(32, "conv head: 1x1-conv planes pooled (mean, max) for the values", ge=1, le=1024)
+    value_hidden: int = setting(256, "conv and alphago heads: hidden units of the value MLP", ge=1, le=65536)
     policy_planes: int = setting(2, "alphago head: 1x1-conv planes before the policy layer", ge=1, le=512)
     value_planes: int = setting(1, "alphago head: 1x1-conv planes before the value trunk", ge=1, le=512)
 
     def check(self) -> list[str]:
-        return [] if self.kernel % 2 == 1 else [f"kernel = {self.kernel}: expected an odd size"]
+        return [
+            f"{name} = {k}: expected an odd size"
+            for name, k in (("kernel", self.kernel), ("policy_kernel", self.policy_kernel))
+            if k % 2 == 0
+        ]
 
 
 class NetOutput(NamedTuple):
@@ -134,7 +149,13 @@ class DrMarioNet(nn.Module):
         f = cfg.filters
         self.stem = ConvBN(N_PLANES, f, cfg.kernel)
         self.blocks = nn.Sequential(*[Residual(f, cfg.kernel, cfg.leak) for _ in range(cfg.blocks)])
-        if cfg.head == "design":
+        if cfg.head == "conv":
+            self.policy_conv = nn.Conv2d(f, 4, cfg.policy_kernel, padding=cfg.policy_kernel // 2)
+            self.pool = ConvBN(f, cfg.pooled_planes, 1)
+            self.value_fc = nn.Sequential(
+                nn.Linear(2 * cfg.pooled_planes, cfg.value_hidden), nn.ReLU(), nn.Linear(cfg.value_hidden, 3)
+            )
+        elif cfg.head == "design":
             self.head = nn.Linear(f * CELLS, 3 + N_MOVES)
         else:
             self.policy = ConvBN(f, cfg.policy_planes, 1)
@@ -146,6 +167,11 @@ class DrMarioNet(nn.Module):
 
     def forward(self, planes: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
         x = self.blocks(F.leaky_relu(self.stem(planes), self.cfg.leak))  # [B, f, 8, 16]
+        if self.cfg.head == "conv":
+            logits = self.policy_conv(x).flatten(1)  # [B, 4 * 8 * 16]: plane r, cell (x, y)
+            v = F.leaky_relu(self.pool(x), self.cfg.leak).flatten(2)  # [B, p, 128]
+            scalars = self.value_fc(torch.cat([v.mean(dim=2), v.amax(dim=2)], dim=1))  # [B, 3]
+            return heads_to_outputs(scalars, logits, legal)
         if self.cfg.head == "design":
             z = self.head(x.flatten(1)).float()  # [B, 3 + 512]
             return heads_to_outputs(z[:, :3], F.logsigmoid(z[:, 3:]), legal)
@@ -170,7 +196,10 @@ def flops_per_position(cfg: NetConfig) -> int:
     (batch norms, activations and the output nonlinearities are left out). Training is about 3x."""
     k2, f = cfg.kernel**2, cfg.filters
     macs = CELLS * k2 * f * (N_PLANES + 2 * cfg.blocks * f)
-    if cfg.head == "design":
+    if cfg.head == "conv":
+        p, h = cfg.pooled_planes, cfg.value_hidden
+        macs += CELLS * f * (4 * cfg.policy_kernel**2 + p) + 2 * p * h + 3 * h
+    elif cfg.head == "design":
         macs += f * CELLS * (3 + N_MOVES)
     else:
         p, v = cfg.policy_planes, cfg.value_planes

@@ -11,11 +11,10 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
-from numba import njit
 
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
-from drmario.search.mcts import greedy_scores
+from drmario.search.heuristics import greedy_move
 from drmario.search.searcher import Evaluator, Position, SearchConfig, Searcher, SearchResult
 
 
@@ -47,41 +46,6 @@ class RandomAgent:
         return out
 
 
-@njit(cache=True)
-def greedy_move(cells, a, b, seed, moves):
-    """One-ply greedy: place every legal move and score the result: a win first, then avoid a top
-    out, then viruses cleared, cells cleared, same-colour contacts, and a low stack. Random ties."""
-    n = K.legal_moves_into(cells, a, b, moves)
-    contacts = np.empty(n)
-    greedy_scores(cells, a, b, moves, n, contacts)
-    scratch = np.empty_like(cells)
-    state = np.empty(1, np.uint64)
-    state[0] = seed
-    best, choice, ties = -1e30, 0, 0
-    for j in range(n):
-        scratch[:] = cells
-        v, c, _ = K.place_and_resolve(scratch, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
-        if K.count_viruses(scratch) == 0:
-            score = 1e9
-        elif K.spawn_blocked(scratch):
-            score = -1e9
-        else:
-            height = 0
-            for x in range(K.WIDTH):
-                for y in range(K.HEIGHT - 1, height - 1, -1):
-                    if scratch[x, y] != 0:
-                        height = max(height, y + 1)
-                        break
-            score = 1000.0 * v + 10.0 * c + contacts[j] - 0.5 * height
-        if score > best + 1e-9:
-            best, choice, ties = score, j, 1
-        elif score > best - 1e-9:
-            ties += 1
-            if K.rand_below(state, ties) == 0:
-                choice = j
-    return choice
-
-
 class GreedyAgent:
     """The one-ply heuristic baseline (`greedy_move`)."""
 
@@ -91,7 +55,8 @@ class GreedyAgent:
         moves = np.empty((K.MAX_MOVES, 3), np.int8)
         out = []
         for pos, seed in zip(positions, seeds):
-            j = greedy_move(pos.cells, int(pos.pill.left), int(pos.pill.right), np.uint64(seed | 1), moves)
+            state = np.array([seed | 1], np.uint64)
+            j = greedy_move(pos.cells, int(pos.pill.left), int(pos.pill.right), state, moves)
             out.append(Decision(Move(*moves[j].tolist())))
         return out
 

@@ -5,11 +5,14 @@ edges (the legal placements of a decision node) and chance nodes (the board afte
 9 outcomes are the possible next pills). The search never sees a game's real future pills: the pill
 after a placement is always a chance outcome.
 
-Values are utilities in [0, 1] on one scale per search (spec/design.md section 3): a game that ends
-having cleared c viruses since the root in p pills, from a root with V viruses left, is worth
-``(c + u) / (V + 1)`` with ``u = p / (p + 20)`` after a top out and ``u = 1 - p / (p + 20)`` after a
-win or stalemate. A rollout cut off by the horizon counts like a top out at that point (it credits
+Values are utilities in [0, 1] on one scale per search, outcome first (`playouts`: any win is worth
+more than any top-out; among wins fewer pills is better; among failures more viruses cleared and
+longer survival). A rollout cut off by the horizon counts as a failure at that point (it credits
 survival, never a finish it did not reach).
+
+The next pill after a placement is a chance node, except below the root when the game's preview
+is known (`Forest.preview`): the NES shows the next pill, so the root's placements are followed by
+that pill only. Later pills stay chance nodes.
 
 One simulation step per game at a time: `select` walks each tree to a leaf; leaves that need a
 network evaluation are returned to Python, evaluated in one batch, and `expand_and_backup` finishes
@@ -26,9 +29,9 @@ from numba import njit
 
 from drmario.engine import kernels as K
 from drmario.engine.kernels import MAX_MOVES, RUNNING, STALEMATE, TOPPED_OUT, WON
+from drmario.search.playouts import N_PILLS, expected_utility, rollout, utility
 
 MAX_DEPTH = 64  # decisions below the root a simulation may descend (a leaf is evaluated there)
-N_PILLS = 9
 UNEXPANDED = -1
 
 # Selection modes
@@ -41,6 +44,8 @@ class Forest(NamedTuple):
     # per game
     root: np.ndarray  # int32[G] root decision node (-1: game not searched)
     root_left: np.ndarray  # int16[G] viruses left at the root (V of the utility)
+    preview: np.ndarray  # int8[G] the known pill after the root's (0..8), -1: a chance node
+    uparams: np.ndarray  # float64[5] the utility's settings (`playouts.utility_params`)
     rng: np.ndarray  # uint64[G] generator states
     qmin: np.ndarray  # float32[G] smallest value backed up (for min-max normalisation)
     qmax: np.ndarray  # float32[G]
@@ -88,6 +93,8 @@ def new_forest(games: int, decisions: int, edges: int, chances: int) -> Forest:
     return Forest(
         root=np.full(g, -1, np.int32),
         root_left=np.zeros(g, np.int16),
+        preview=np.full(g, -1, np.int8),
+        uparams=np.zeros(5, np.float64),
         rng=np.arange(1, g + 1, dtype=np.uint64),
         qmin=np.zeros(g, np.float32),
         qmax=np.zeros(g, np.float32),
@@ -141,114 +148,6 @@ def grow(forest: Forest, decisions: int, edges: int, chances: int) -> Forest:
         else:
             new[...] = old
     return bigger
-
-
-# ------------------------------------------------------------------------------------------------
-# Utility (spec/design.md section 3)
-
-
-@njit(cache=True, inline="always")
-def utility(cleared, pills, outcome, root_left):
-    """Value of a finished (or horizon-cut) game: cleared viruses and pills counted from the root."""
-    s = pills / (pills + 20.0)
-    u = 1.0 - s if outcome in (WON, STALEMATE) else s
-    return (cleared + u) / (root_left + 1.0)
-
-
-@njit(cache=True, inline="always")
-def expected_utility(cleared, pills, p_finish, root_left):
-    """The utility with the game's end uncertain: p_finish the probability it ends by a win or a
-    stalemate (the network's won output mapped from [-1, 1] to [0, 1])."""
-    s = pills / (pills + 20.0)
-    u = p_finish * (1.0 - s) + (1.0 - p_finish) * s
-    return (cleared + u) / (root_left + 1.0)
-
-
-# ------------------------------------------------------------------------------------------------
-# Rollouts
-
-
-@njit(cache=True, inline="always")
-def _matches(board, x, y, colour):
-    """Same-colour cells next to (x, y): left, right, below and above."""
-    n = 0
-    if y >= K.HEIGHT:
-        return 0
-    if x > 0 and board[x - 1, y] != 0 and board[x - 1, y] & 3 == colour:
-        n += 1
-    if x < K.WIDTH - 1 and board[x + 1, y] != 0 and board[x + 1, y] & 3 == colour:
-        n += 1
-    if y > 0 and board[x, y - 1] != 0 and board[x, y - 1] & 3 == colour:
-        n += 1
-    if y < K.HEIGHT - 1 and board[x, y + 1] != 0 and board[x, y + 1] & 3 == colour:
-        n += 1
-    return n
-
-
-@njit(cache=True)
-def greedy_scores(board, a, b, moves, n, scores):
-    """Cheap one-ply scores without placing: same-colour neighbours of each half, minus a little
-    height (a half's partner is empty before placement, so it never counts). scores: float64[>= n]."""
-    for j in range(n):
-        r, x, y = int(moves[j, 0]), int(moves[j, 1]), int(moves[j, 2])
-        if r == 0:
-            s = _matches(board, x, y, a) + _matches(board, x + 1, y, b)
-        elif r == 2:
-            s = _matches(board, x, y, b) + _matches(board, x + 1, y, a)
-        elif r == 1:
-            s = _matches(board, x, y, b) + _matches(board, x, y + 1, a)
-        else:
-            s = _matches(board, x, y, a) + _matches(board, x, y + 1, b)
-        scores[j] = s - 0.05 * y
-    return scores
-
-
-@njit(cache=True)
-def rollout(board, first_pill, left, stall, stall_limit, horizon, greedy, pill_cdf, state, moves, scores):
-    """Play from board (modified in place) until the game ends or `horizon` pills are placed.
-
-    The first pill is `first_pill` (0..8), later ones are drawn from pill_cdf (float64[9]).
-    Moves are uniformly random legal placements, or greedy by `greedy_scores` with random ties.
-    Returns (outcome, viruses cleared, pills placed); outcome RUNNING when the horizon cut it.
-    """
-    cleared = 0
-    used = 0
-    pill = first_pill
-    while used < horizon:
-        if pill < 0:
-            u = K.rand_below(state, 1 << 30) / float(1 << 30)
-            pill = 0
-            while pill < N_PILLS - 1 and u >= pill_cdf[pill]:
-                pill += 1
-        a, b = pill // 3 + 1, pill % 3 + 1
-        pill = -1
-        n = K.legal_moves_into(board, a, b, moves)
-        if n == 0:
-            return TOPPED_OUT, cleared, used
-        if greedy:
-            greedy_scores(board, a, b, moves, n, scores)
-            best, j, ties = -1e30, 0, 0
-            for i in range(n):
-                if scores[i] > best:
-                    best, j, ties = scores[i], i, 1
-                elif scores[i] == best:
-                    ties += 1
-                    if K.rand_below(state, ties) == 0:
-                        j = i
-        else:
-            j = K.rand_below(state, n)
-        v, _, _ = K.place_and_resolve(board, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
-        used += 1
-        cleared += v
-        left -= v
-        stall = 0 if v > 0 else stall + 1
-        if left == 0:
-            return WON, cleared, used
-        if K.spawn_blocked(board):
-            return TOPPED_OUT, cleared, used
-        if stall_limit > 0 and stall >= stall_limit:
-            return STALEMATE, cleared, used
-    return RUNNING, cleared, used
 
 
 # ------------------------------------------------------------------------------------------------
@@ -310,7 +209,7 @@ def _place(f, d, e, stall_limit, root_left):
     else:
         outcome = RUNNING
     f.c_outcome[c] = outcome
-    f.c_value[c] = utility(f.c_cleared[c], f.c_pills[c], outcome, root_left) if outcome != RUNNING else 0.0
+    f.c_value[c] = utility(f.uparams, f.c_cleared[c], f.c_pills[c], outcome, root_left) if outcome != RUNNING else 0.0
     f.c_child[c, :] = -1
     f.c_visits[c, :] = 0
     f.c_wsum[c, :] = 0.0
@@ -340,18 +239,19 @@ def _choose_outcome(f, c, probs, state):
     total = 0
     for i in range(N_PILLS):
         total += f.c_visits[c, i]
-    best, choice, ties = -1e30, 0, 0
+    deficits = np.empty(N_PILLS)
     for i in range(N_PILLS):
-        if probs[i] <= 0:
-            continue
-        deficit = probs[i] * (total + 1) - f.c_visits[c, i]
-        if deficit > best + 1e-9:
-            best, choice, ties = deficit, i, 1
-        elif deficit > best - 1e-9:
-            ties += 1
-            if K.rand_below(state, ties) == 0:
-                choice = i
-    return choice
+        deficits[i] = probs[i] * (total + 1) - f.c_visits[c, i] if probs[i] > 0 else -np.inf
+    return K.argmax_ties(deficits, N_PILLS, state)
+
+
+@njit(cache=True, inline="always")
+def _next_pill(f, g, d, c, probs, state):
+    """The next pill after decision d's placement (chance node c): the known preview below the
+    root, else a stratified choice (`_choose_outcome`)."""
+    if d == f.root[g] and f.preview[g] >= 0:
+        return f.preview[g]
+    return _choose_outcome(f, c, probs, state)
 
 
 @njit(cache=True, inline="always")
@@ -364,22 +264,18 @@ def _normalise(f, g, q):
 def _select_edge(f, g, d, mode, c_explore, fpu_reduction, probs, state):
     start, n = f.d_edge_start[d], f.d_edge_count[d]
     visits = f.d_visits[d]
-    best, choice, ties = -1e30, start, 0
     if mode == UCT:
         log_n = np.log(max(visits, 1))
-        for e in range(start, start + n):
+        scores = np.empty(n)
+        for j in range(n):
+            e = start + j
             if f.e_visits[e] == 0:
-                score = 1e20  # unvisited first, in random order
+                scores[j] = 1e20  # unvisited first, in random order
             else:
                 q = _normalise(f, g, chance_value(f, f.e_chance[e], probs))
-                score = q + c_explore * np.sqrt(log_n / f.e_visits[e])
-            if score > best + 1e-12:
-                best, choice, ties = score, e, 1
-            elif score > best - 1e-12:
-                ties += 1
-                if K.rand_below(state, ties) == 0:
-                    choice = e
-        return choice
+                scores[j] = q + c_explore * np.sqrt(log_n / f.e_visits[e])
+        return start + K.argmax_ties(scores, n, state)
+    best, choice = -1e30, start
     sqrt_n = np.sqrt(max(visits, 1))
     fpu = _normalise(f, g, f.d_value[d]) - fpu_reduction
     for e in range(start, start + n):
@@ -497,7 +393,7 @@ def select(f, active, mode, c_explore, fpu_reduction, c_visit, c_scale, stall_li
             c = _through_edge(f, g, depth, d, e, stall_limit)
             if c < 0:
                 break
-            i = _choose_outcome(f, c, probs, state)
+            i = _next_pill(f, g, d, c, probs, state)
             f.path[g, depth, 3] = i
             child = f.c_child[c, i]
             if child < 0:
@@ -537,9 +433,13 @@ def expand_and_backup(f, won, cleared, duration, moves_prob):
                 total += p
             for e in range(start, start + n):
                 f.e_prior[e] = f.e_prior[e] / total if total > 0 else 1.0 / n
-        p_finish = min(max((won[k] + 1.0) / 2.0, 0.0), 1.0)
+        p_win = min(max((won[k] + 1.0) / 2.0, 0.0), 1.0)
         value = expected_utility(
-            f.d_cleared[d] + max(cleared[k], 0.0), f.d_pills[d] + max(duration[k], 0.0), p_finish, f.root_left[g]
+            f.uparams,
+            f.d_cleared[d] + max(cleared[k], 0.0),
+            f.d_pills[d] + max(duration[k], 0.0),
+            p_win,
+            f.root_left[g],
         )
         f.d_value[d] = value
         _backup(f, g, value)
@@ -548,7 +448,7 @@ def expand_and_backup(f, won, cleared, duration, moves_prob):
 
 
 @njit(cache=True)
-def round0_root(f, active, root_rollouts, stall_limit, horizon, greedy, probs):
+def round0_root(f, active, root_rollouts, stall_limit, horizon, policy, probs):
     """Round 0, first part: expand each active root and evaluate every placement with
     `root_rollouts` rollouts (or its finished game's value)."""
     moves = np.empty((MAX_MOVES, 3), np.int8)
@@ -566,11 +466,11 @@ def round0_root(f, active, root_rollouts, stall_limit, horizon, greedy, probs):
         for e in range(start, start + n):
             for _ in range(root_rollouts):
                 f.path_len[g] = 0
-                _simulate_edge(f, g, root, e, stall_limit, horizon, greedy, probs, cdf, state, moves, scores, scratch)
+                _simulate_edge(f, g, root, e, stall_limit, horizon, policy, probs, cdf, state, moves, scores, scratch)
 
 
 @njit(cache=True)
-def round0_simulate(f, active, sims, c_explore, stall_limit, horizon, greedy, probs):
+def round0_simulate(f, active, sims, c_explore, stall_limit, horizon, policy, probs):
     """Round 0, second part: `sims` UCT simulations per active game, each ending in a rollout
     from a new placement or outcome (or in a finished game). Each simulation adds at most one
     decision node (with its edges) and one chance node to the pools."""
@@ -593,14 +493,14 @@ def round0_simulate(f, active, sims, c_explore, stall_limit, horizon, greedy, pr
                 c = f.e_chance[e]
                 if c < 0 or f.c_outcome[c] != RUNNING or depth == MAX_DEPTH:
                     f.path_len[g] = depth
-                    _simulate_edge(f, g, d, e, stall_limit, horizon, greedy, probs, cdf, state, moves, scores, scratch)
+                    _simulate_edge(f, g, d, e, stall_limit, horizon, policy, probs, cdf, state, moves, scores, scratch)
                     break
-                i = _choose_outcome(f, c, probs, state)
+                i = _next_pill(f, g, d, c, probs, state)
                 child = f.c_child[c, i]
                 if child < 0 and f.c_visits[c, i] == 0:
                     # First visit of this outcome: a rollout starting with that pill.
                     f.path_len[g] = depth
-                    _rollout_outcome(f, g, d, e, c, i, horizon, greedy, stall_limit, cdf, state, moves, scores, scratch)
+                    _rollout_outcome(f, g, d, e, c, i, horizon, policy, stall_limit, cdf, state, moves, scores, scratch)
                     break
                 if child < 0:
                     child = _new_decision(f, f.c_cells[c], i, f.c_cleared[c], f.c_pills[c], f.c_stall[c], f.c_left[c])
@@ -611,35 +511,36 @@ def round0_simulate(f, active, sims, c_explore, stall_limit, horizon, greedy, pr
 
 
 @njit(cache=True)
-def _simulate_edge(f, g, d, e, stall_limit, horizon, greedy, probs, cdf, state, moves, scores, scratch):
+def _simulate_edge(f, g, d, e, stall_limit, horizon, policy, probs, cdf, state, moves, scores, scratch):
     """One visit of edge e below decision d (path[:path_len] leads to d): place if new, then a
     rollout through a chosen outcome, or the finished game's value."""
     c = _through_edge(f, g, f.path_len[g], d, e, stall_limit)
     if c < 0:
         return
-    i = _choose_outcome(f, c, probs, state)
-    _rollout_outcome(f, g, d, e, c, i, horizon, greedy, stall_limit, cdf, state, moves, scores, scratch)
+    i = _next_pill(f, g, d, c, probs, state)
+    _rollout_outcome(f, g, d, e, c, i, horizon, policy, stall_limit, cdf, state, moves, scores, scratch)
 
 
 @njit(cache=True)
-def _rollout_outcome(f, g, d, e, c, i, horizon, greedy, stall_limit, cdf, state, moves, scores, scratch):
+def _rollout_outcome(f, g, d, e, c, i, horizon, policy, stall_limit, cdf, state, moves, scores, scratch):
     k = f.path_len[g]
     f.path[g, k, 0], f.path[g, k, 1], f.path[g, k, 2], f.path[g, k, 3] = d, e, c, i
     f.path_len[g] = k + 1
     scratch[:] = f.c_cells[c]
     outcome, cleared, pills = rollout(
-        scratch, i, f.c_left[c], f.c_stall[c], stall_limit, horizon, greedy, cdf, state, moves, scores
+        scratch, i, f.c_left[c], f.c_stall[c], stall_limit, horizon, policy, cdf, state, moves, scores
     )
-    value = utility(f.c_cleared[c] + cleared, f.c_pills[c] + pills, outcome, f.root_left[g])
+    value = utility(f.uparams, f.c_cleared[c] + cleared, f.c_pills[c] + pills, outcome, f.root_left[g])
     _backup(f, g, value)
 
 
 @njit(cache=True)
-def set_roots(f, active, cells, pills, stalls, seeds):
+def set_roots(f, active, cells, pills, previews, stalls, seeds):
     """Start a fresh search for each active game: reset the pools and make the roots.
 
-    cells uint8[G, 8, 16], pills uint8[G, 2], stalls int16[G], seeds uint64[G] (one per game and
-    decision, so every search is reproducible on its own).
+    cells uint8[G, 8, 16], pills uint8[G, 2], previews int8[G] (the known next pill 0..8, or -1),
+    stalls int16[G], seeds uint64[G] (one per game and decision, so every search is reproducible on
+    its own).
     """
     f.used[:] = 0
     for g in range(len(active)):
@@ -655,6 +556,7 @@ def set_roots(f, active, cells, pills, stalls, seeds):
         pill = (pills[g, 0] - 1) * 3 + (pills[g, 1] - 1)
         f.root[g] = _new_decision(f, cells[g], pill, 0, 0, stalls[g], left)
         f.root_left[g] = left
+        f.preview[g] = previews[g]
         f.qmin[g], f.qmax[g] = 1.0, 0.0  # empty range until values arrive
         s = np.uint64(seeds[g]) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
         f.rng[g] = s if s != 0 else np.uint64(1)

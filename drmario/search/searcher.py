@@ -10,7 +10,11 @@ renormalised, with Dirichlet noise at the root; the target is the root's visit f
 root selection with sequential halving suits few simulations; its target is the improved policy
 softmax(logits + sigma(completed Q)).
 
-The search sees a position (board, pill to place, stall counter), never a game's future pills.
+Utility (`playouts`): outcome first, or discounted success; the numbers are settings.
+
+The search sees a position (board, pill to place, stall counter, and the NES preview of the next
+pill), never a game's later pills. With ``use_preview`` (the default) the preview resolves the
+root's chance nodes; every later pill is a chance node.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from drmario.engine.board import Move, Pill
 from drmario.engine.game import Game
 from drmario.engine.rules import MOVES_SHAPE, symmetrize
 from drmario.search import mcts
+from drmario.search.playouts import GREEDY, RANDOM, rollout, utility_params
 from drmario.settings import Settings, setting
 
 Mode = Literal["round0", "puct", "gumbel"]
@@ -58,6 +63,14 @@ class SearchConfig(Settings):
     pill_probs: tuple[float, ...] | None = setting(
         None, "probabilities of the 9 next pills (r, y, b order of the left then right half); None: uniform", ge=0
     )
+    use_preview: bool = setting(True, "the known next pill (the NES preview) resolves the root's chance nodes")
+    utility: Literal["outcome", "discounted"] = setting(
+        "outcome", "outcome: any win beats any top-out; discounted: a win is worth gamma ** pills, a top-out 0"
+    )
+    win_floor: float = setting(0.6, "outcome utility: a win is worth at least this", gt=0, le=1)
+    topout_ceiling: float = setting(0.5, "outcome utility: a top-out is worth at most this (< win_floor)", ge=0, lt=1)
+    pill_scale: float = setting(20.0, "outcome utility: P of the survival share p / (p + P)", gt=0)
+    gamma: float = setting(0.98, "discounted utility: a win p pills away is worth gamma ** p", gt=0, le=1)
     # round 0
     root_rollouts: int = setting(2, "round 0: rollouts per root placement before the simulations", ge=1, le=1000)
     rollout_policy: Literal["random", "greedy"] = setting("random", "round 0: rollout moves")
@@ -74,11 +87,19 @@ class SearchConfig(Settings):
     gumbel_c_scale: float = setting(1.0, "gumbel: c_scale of sigma(q)", ge=0)
 
     def check(self) -> list[str]:
-        return pill_probs_problems(self.pill_probs)
+        problems = pill_probs_problems(self.pill_probs)
+        if self.topout_ceiling >= self.win_floor:
+            problems.append(f"topout_ceiling = {self.topout_ceiling}: expected < win_floor ({self.win_floor})")
+        return problems
 
     @property
     def probs(self) -> np.ndarray:
         return pill_distribution(self.pill_probs)
+
+    @property
+    def utility_params(self) -> np.ndarray:
+        """float64[5] for the compiled search (`playouts.utility_params`)."""
+        return utility_params(self.utility, self.win_floor, self.topout_ceiling, self.pill_scale, self.gamma)
 
 
 def pill_probs_problems(probs: Sequence[float] | None) -> list[str]:
@@ -111,7 +132,7 @@ class Evaluator(Protocol):
 
 
 @njit(cache=True)
-def _rollout_batch(cells, pills, stall_limit, horizon, greedy, cdf, seeds, won, cleared, duration, moves_out):
+def _rollout_batch(cells, pills, stall_limit, horizon, policy, cdf, seeds, won, cleared, duration, moves_out):
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     scores = np.empty(K.MAX_MOVES)
     board = np.empty((K.WIDTH, K.HEIGHT), np.uint8)
@@ -120,10 +141,10 @@ def _rollout_batch(cells, pills, stall_limit, horizon, greedy, cdf, seeds, won, 
         board[:] = cells[i]
         state[0] = seeds[i]
         first = (pills[i, 0] - 1) * 3 + pills[i, 1] - 1
-        outcome, c, p = mcts.rollout(
-            board, first, K.count_viruses(cells[i]), 0, stall_limit, horizon, greedy, cdf, state, moves, scores
+        outcome, c, p = rollout(
+            board, first, K.count_viruses(cells[i]), 0, stall_limit, horizon, policy, cdf, state, moves, scores
         )
-        won[i] = -1.0 if outcome == K.TOPPED_OUT or outcome == K.RUNNING else 1.0
+        won[i] = 1.0 if outcome == K.WON else -1.0
         cleared[i], duration[i] = c, p
         K.legal_mask_into(cells[i], pills[i, 0], pills[i, 1], moves_out[i])
 
@@ -136,7 +157,7 @@ class RolloutEvaluator:
     board, the pill and `seed`, so results do not depend on how leaves are batched."""
 
     def __init__(self, stall_limit: int | None = 20, horizon: int | None = None, greedy: bool = False, seed: int = 0):
-        self.stall_limit, self.horizon, self.greedy = stall_limit or 0, horizon or 1 << 30, greedy
+        self.stall_limit, self.horizon, self.policy = stall_limit or 0, horizon or 1 << 30, GREEDY if greedy else RANDOM
         self._weights = np.random.default_rng([seed, 77]).integers(1, 2**63, 130, dtype=np.uint64) | np.uint64(1)
 
     def _seeds(self, cells: np.ndarray, pills: np.ndarray) -> np.ndarray:
@@ -154,7 +175,7 @@ class RolloutEvaluator:
             np.ascontiguousarray(pills),
             self.stall_limit,
             self.horizon,
-            self.greedy,
+            self.policy,
             np.cumsum(np.full(9, 1 / 9)),
             seeds,
             won,
@@ -242,6 +263,7 @@ class Searcher:
         cells = np.zeros((games, K.WIDTH, K.HEIGHT), np.uint8)
         pills = np.ones((games, 2), np.uint8)
         stalls = np.zeros(games, np.int16)
+        previews = np.full(games, -1, np.int8)
         limits = {pos.stall_limit for pos in positions}
         if len(limits) > 1:
             raise ValueError(f"positions searched together must share the stall rule, got stall limits {limits}")
@@ -249,10 +271,13 @@ class Searcher:
             if K.spawn_blocked(pos.cells):
                 raise ValueError(f"position {i}: a spawn cell is occupied, so there is no move to search")
             cells[i], pills[i], stalls[i] = pos.cells, (pos.pill.left, pos.pill.right), pos.stall
+            if cfg.use_preview and pos.preview is not None:
+                previews[i] = pos.preview.index
         seed_array = np.zeros(games, np.uint64)
         seed_array[:g] = np.asarray(seeds, np.uint64)
         self._reserve(games, 0, 0)
-        mcts.set_roots(self.forest, active, cells, pills, stalls, seed_array)
+        self.forest.uparams[:] = cfg.utility_params
+        mcts.set_roots(self.forest, active, cells, pills, previews, stalls, seed_array)
         self._active, self._seeds, self._n = active, seed_array, g
         self._stall_limit = (positions[0].stall_limit or 0) if positions else 0
         self._mode = {"round0": mcts.UCT, "puct": mcts.PUCT, "gumbel": mcts.GUMBEL}[cfg.mode]
@@ -310,14 +335,14 @@ class Searcher:
 
     def _round0(self, active: np.ndarray, stall_limit: int) -> None:
         cfg, games = self.config, len(active)
-        horizon, greedy = cfg.horizon or 1 << 30, cfg.rollout_policy == "greedy"
+        horizon, policy = cfg.horizon or 1 << 30, GREEDY if cfg.rollout_policy == "greedy" else RANDOM
         self._reserve(0, games * K.MAX_MOVES, games * K.MAX_MOVES)
-        mcts.round0_root(self.forest, active, cfg.root_rollouts, stall_limit, horizon, greedy, self._probs)
+        mcts.round0_root(self.forest, active, cfg.root_rollouts, stall_limit, horizon, policy, self._probs)
         chunk = 16  # simulations per compiled call; each adds at most one node of each kind
         for done in range(0, cfg.simulations, chunk):
             n = min(chunk, cfg.simulations - done)
             self._reserve(games * n, games * n * K.MAX_MOVES, games * n)
-            mcts.round0_simulate(self.forest, active, n, cfg.c_uct, stall_limit, horizon, greedy, self._probs)
+            mcts.round0_simulate(self.forest, active, n, cfg.c_uct, stall_limit, horizon, policy, self._probs)
 
     def _prepare_roots(self) -> None:
         """After the roots' evaluation: Dirichlet noise on their priors, or the Gumbel candidates."""

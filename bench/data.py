@@ -21,7 +21,8 @@ from common import rate, report
 
 import drmario as dm
 from drmario.learn.encode import encode, planes, planes_torch
-from drmario.learn.examples import game_examples, write_games
+from drmario.learn.example_files import write_games
+from drmario.learn.examples import game_examples
 
 PER_FILE = 10_000
 

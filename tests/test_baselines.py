@@ -15,6 +15,7 @@ from drmario.baselines.features import FEATURES, board_features
 from drmario.baselines.td import td_search, td_update
 from drmario.engine import kernels as K
 from drmario.engine.rules import move_index
+from drmario.files import MetricsCSV, append_csv
 from drmario.learn.net import CheckpointError
 from drmario.play.agents import RandomAgent
 from drmario.play.arena import arena, evaluation_games
@@ -331,3 +332,21 @@ def test_learners_beat_the_random_agent_on_level_0(tmp_path):
     # measured: random 0.25; dqn 0.69 to 1.56 over training seeds 3-6; td about 3.5
     assert cleared["dqn"] >= cleared["random"] + 0.4, table
     assert cleared["td"] >= cleared["random"] + 1.5, table
+
+
+def test_metrics_csv_appends_with_a_header_and_truncates_on_resume(tmp_path):
+    csv = MetricsCSV(tmp_path / "m.csv", ("step", "split", "loss"), digits=3)
+    csv.truncate(5)  # no file yet: nothing to do
+    for step in (10, 20, 30):
+        csv.append({"step": step, "split": "a,b" if step == 20 else "train", "loss": 1 / 3, "extra": 0})
+    assert csv.path.read_text() == 'step,split,loss\n10,train,0.333\n20,"a,b",0.333\n30,train,0.333\n'
+    assert [r["split"] for r in csv.rows()] == ["train", "a,b", "train"]
+    csv.truncate(20)
+    assert [r["step"] for r in csv.rows()] == ["10", "20"] and csv.format(float("nan")) == "nan"
+    csv.append({"step": 30, "split": "test", "loss": 2.0})
+    assert csv.path.read_text().splitlines()[-1] == "30,test,2" and [p.name for p in tmp_path.iterdir()] == ["m.csv"]
+    with pytest.raises(KeyError):
+        csv.append({"step": 40})
+    append_csv(tmp_path / "log.csv", {"time": 1712345678.125, "n": 3})
+    append_csv(tmp_path / "log.csv", {"time": 0.1, "n": 4})
+    assert (tmp_path / "log.csv").read_text() == "time,n\n1712345678.125,3\n0.1,4\n"  # exact values

@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 import warnings
 from dataclasses import fields
 
@@ -10,16 +11,11 @@ import pytest
 import torch
 
 import drmario as dm
+from drmario.learn import dataset
 from drmario.learn.dataset import ExampleSet, augment_colours, cache_path, example_files, load_examples
 from drmario.learn.encode import planes
-from drmario.learn.examples import (
-    COLOUR_PERMUTATIONS,
-    ExampleError,
-    colour_table,
-    game_examples,
-    sidecar_path,
-    write_games,
-)
+from drmario.learn.example_files import sidecar_path, write_games
+from drmario.learn.examples import COLOUR_PERMUTATIONS, ExampleError, colour_table, game_examples
 
 
 def random_games(n: int, seed: int) -> list[tuple[dm.GameRecord, list]]:
@@ -146,6 +142,50 @@ def test_cache_hit_is_identical_and_invalidated_by_changes(folder, game_sets):
     fourth = load_examples(target, progress=False, reports=reports)
     assert not reports[0].cached
     assert np.array_equal(fourth.cells[0], third.cells[1])
+
+
+def test_cache_is_keyed_by_content_not_size_or_mtime(folder):
+    target = folder / "a.jsonl"
+    first = load_examples(target, progress=False)
+    before = target.stat()
+    lines = target.read_text().splitlines(keepends=True)
+    assert lines[0] != lines[1]
+    lines[0], lines[1] = lines[1], lines[0]  # same size
+    target.write_text("".join(lines))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the old modification time
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    reports = []
+    second = load_examples(target, progress=False, reports=reports)
+    assert not reports[0].cached
+    assert np.array_equal(second.cells[0], first.cells[1]) and np.array_equal(second.cells[1], first.cells[0])
+    reports.clear()
+    load_examples(target, progress=False, reports=reports)
+    assert reports[0].cached
+
+
+def test_cache_is_keyed_by_the_decoding_code(folder, tmp_path, monkeypatch):
+    target = folder / "a.jsonl"
+    load_examples(target, progress=False)
+    key = dataset.cache_key(target)
+    # a changed module among the decoding code gives another key, and the cache is not used
+    module = tmp_path / "code" / "fake_decoder.py"
+    module.parent.mkdir()
+    module.write_text("RULE = 1\n")
+    monkeypatch.syspath_prepend(str(module.parent))
+    monkeypatch.setattr(dataset, "CODE_MODULES", (*dataset.CODE_MODULES, "fake_decoder"))
+    dataset.code_digest.cache_clear()
+    try:
+        changed = dataset.cache_key(target)
+        module.write_text("RULE = 2\n")
+        dataset.code_digest.cache_clear()
+        assert len({key, changed, dataset.cache_key(target)}) == 3
+        reports = []
+        load_examples(target, progress=False, reports=reports)
+        assert not reports[0].cached
+    finally:
+        dataset.code_digest.cache_clear()
+        sys.modules.pop("fake_decoder", None)
 
 
 def test_cache_remembers_skipped_lines(folder):

@@ -12,21 +12,17 @@ from hypothesis import strategies as st
 
 import drmario as dm
 from drmario.engine.level import Level
+from drmario.files import atomic_file, temp_path, write_atomic
+from drmario.learn.example_decoding import SUM_TOLERANCE, decode_rows
+from drmario.learn.example_files import read_examples, read_sidecar, sidecar_path, write_examples, write_games
 from drmario.learn.examples import (
     COLOUR_PERMUTATIONS,
-    SUM_TOLERANCE,
     Example,
     ExampleError,
     colour_table,
-    decode_rows,
     game_examples,
     permute_colours,
-    read_examples,
-    read_sidecar,
-    sidecar_path,
     won_target,
-    write_examples,
-    write_games,
 )
 
 
@@ -289,6 +285,26 @@ def test_write_refuses_invalid_examples_and_leaves_nothing(tmp_path, all_example
     with pytest.raises(ValueError, match="games table counts"):
         write_examples(tmp_path / "bad.jsonl", all_examples[:2], {}, games=[{"seed": 2, "level": 0, "count": 1}])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_writes_use_unique_temporary_files_and_clean_up(tmp_path):
+    target = tmp_path / "x.txt"
+    names = {temp_path(target).name for _ in range(100)}
+    assert len(names) == 100 and all(n.startswith(f".x.txt.{os.getpid()}.") and n.endswith(".tmp") for n in names)
+    assert write_atomic(target, "é\n") == target and target.read_bytes() == "é\n".encode()
+    write_atomic(target, b"\x00\x01")
+    assert target.read_bytes() == b"\x00\x01"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    with pytest.raises(RuntimeError, match="half-way"), atomic_file(target, "w") as f:
+        f.write("half")
+        raise RuntimeError("half-way")
+    assert target.read_bytes() == b"\x00\x01" and [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+    with pytest.raises(FileNotFoundError):
+        write_atomic(tmp_path / "missing" / "y.txt", "y")
+    with pytest.raises(ValueError, match="mode"):
+        atomic_file(target, "a")  # type: ignore[call-overload]
 
 
 def write_lines(path, lines):

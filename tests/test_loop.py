@@ -4,7 +4,7 @@ import collections
 
 import pytest
 
-from drmario.learn.examples import read_sidecar
+from drmario.learn.example_files import read_sidecar
 from drmario.learn.net import NetConfig, load_player
 from drmario.learn.train import TrainConfig
 from drmario.play.loop import LoopConfig, checkpoint_steps_used, run_loop, shard_games

@@ -6,6 +6,7 @@ with its default parameters (nbval), and the `train` and `pipeline` commands."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pandas as pd
 import pytest
 
 from drmario.learn.dataset import load_examples
-from drmario.learn.examples import read_examples
+from drmario.learn.example_files import read_examples
 from drmario.learn.net import load_player
 from drmario.run import pipeline as P
 from drmario.run import profiles as R
@@ -179,7 +180,15 @@ def test_train_command(tmp_path, capsys):
 
 
 def test_train_command_fails_when_training_stops(tmp_path, capsys):
-    settings = ["steps=20", "batch_size=16", "net.filters=4", "net.blocks=0", "net.head=design", "lr=10", "optimizer=sgd"]
+    settings = [
+        "steps=20",
+        "batch_size=16",
+        "net.filters=4",
+        "net.blocks=0",
+        "net.head=design",
+        "lr=10",
+        "optimizer=sgd",
+    ]
     args = ["train", str(tmp_path), str(DATA / "round0-sample" / "examples"), "--no-progress", "--threads", "1"]
     assert main(args + [x for s in settings for x in ("--set", s)]) == 3
     assert "non-finite loss" in capsys.readouterr().err
@@ -191,10 +200,58 @@ def test_train_command_fails_when_training_stops(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("pipeline") / "ci"
-    P.run_pipeline("ci", run, rounds=2, baselines=True, progress=False, log=print)
-    return run
+def wheel_venv(tmp_path_factory) -> Path:
+    """A fresh virtual environment with the kit installed from its wheel (no checkout on its path):
+    the pipeline must find its notebooks and profiles without the source tree."""
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = (base / "dist").glob("drmario_kit-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    if not shutil.which("nvidia-smi"):  # the CPU build, as the Makefile pins it
+        subprocess.run([*pip, "torch==2.13.0"], check=True, capture_output=True, timeout=900)
+    subprocess.run([*pip, f"{wheel}[notebooks]"], check=True, capture_output=True, timeout=900)
+    return venv
+
+
+@pytest.fixture(scope="module")
+def chain(wheel_venv, tmp_path_factory) -> Path:
+    """The CI profile's whole chain, run by the installed wheel from outside the checkout."""
+    work = tmp_path_factory.mktemp("pipeline")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    python = str(wheel_venv / "bin" / "python")
+    where = subprocess.run(
+        [python, "-c", "import drmario; print(drmario.__file__)"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert str(wheel_venv) in where.stdout, f"drmario imported from {where.stdout} (not the wheel)"
+    cmd = [
+        python,
+        "-m",
+        "drmario",
+        "pipeline",
+        "--profile",
+        "ci",
+        "--run-dir",
+        "ci",
+        "--rounds",
+        "2",
+        "--baselines",
+        "--no-progress",
+    ]
+    done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return work / "ci"
 
 
 def executed_without_errors(path: Path) -> None:

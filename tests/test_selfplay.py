@@ -6,7 +6,7 @@ import pytest
 
 import drmario.play.selfplay as sp
 from drmario.learn.dataset import load_examples
-from drmario.learn.examples import read_examples
+from drmario.learn.example_files import read_examples
 from drmario.search.searcher import SearchConfig
 
 SETTINGS = dict(games=6, levels=[0, 4], seed=3, games_per_shard=2, search=SearchConfig(simulations=6, root_rollouts=1))

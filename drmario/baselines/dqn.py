@@ -37,10 +37,8 @@ of wall time) and steps_per_s (transitions played per second).
 from __future__ import annotations
 
 import copy
-import json
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -48,18 +46,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from drmario.baselines.common import (
     PILLS,
     SLOTS,
-    MetricsCSV,
-    check_resume,
+    RunResult,
+    TrainingRun,
+    Window,
+    config_problems,
     draw_game,
     legal_slots,
     legal_slots_all_pills,
-    prune,
-    read_state,
+    load_net,
+    next_multiple,
+    progress_bar,
     slot_move,
 )
 from drmario.engine import kernels as K
@@ -67,14 +67,15 @@ from drmario.engine.board import Move
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game
 from drmario.engine.level import MAX_LEVEL
 from drmario.learn.encode import N_PLANES, planes_torch
-from drmario.learn.net import CheckpointError, save_checkpoint
 from drmario.learn.train import resolve_device
 from drmario.play.agents import Decision
-from drmario.search.searcher import Position, pill_distribution, pill_probs_problems
+from drmario.search.searcher import Position, pill_distribution
 from drmario.settings import Settings, setting
 
-COLUMNS = ("step", "updates", "games", "time_s", "split", "epsilon", "lr", "loss", "q_mean", "mean_reward")
-COLUMNS += ("viruses_per_game", "clear_rate", "samples_per_s", "steps_per_s")
+COLUMNS = (
+    *("step", "updates", "games", "time_s", "split", "epsilon", "lr", "loss", "q_mean", "mean_reward"),
+    *("viruses_per_game", "clear_rate", "samples_per_s", "steps_per_s"),
+)
 RESUMABLE = {"steps", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
 
 
@@ -121,9 +122,7 @@ class DQNConfig(Settings):
     progress: bool = setting(True, "show a progress bar")
 
     def check(self) -> list[str]:
-        problems = pill_probs_problems(self.pill_probs)
-        if not self.levels:
-            problems.append("levels = (): expected at least one level")
+        problems = config_problems(self.levels, self.pill_probs)
         if self.eps_end > self.eps_start:
             problems.append(f"eps_end = {self.eps_end}: expected <= eps_start ({self.eps_start})")
         if self.learning_starts < self.batch_size:
@@ -260,9 +259,13 @@ def q_targets(
     if len(live):
         cells = batch["next_cells"][live]
         if cfg.next_pill == "expected":
-            legal = np.empty((len(live), 9, SLOTS), np.uint8)
-            legal_slots_all_pills(cells, legal)
-            cells, pills, legal = np.repeat(cells, 9, axis=0), np.tile(PILLS, (len(live), 1)), legal.reshape(-1, SLOTS)
+            legal_all = np.empty((len(live), 9, SLOTS), np.uint8)
+            legal_slots_all_pills(cells, legal_all)
+            cells, pills, legal = (
+                np.repeat(cells, 9, axis=0),
+                np.tile(PILLS, (len(live), 1)),
+                legal_all.reshape(-1, SLOTS),
+            )
         else:
             pills = batch["next_pill"][live]
             legal = np.empty((len(live), SLOTS), np.uint8)
@@ -302,13 +305,7 @@ class DQNAgent:
     @classmethod
     def load(cls, path: str | Path, *, name: str = "dqn", device: str = "cpu", epsilon: float = 0.0) -> DQNAgent:
         """From any checkpoint of `train_dqn` (latest.pt or step-N.pt)."""
-        state = read_state(path, "dqn")
-        cfg = DQNConfig.from_dict(state["config"])
-        net = QNet(cfg.filters, cfg.layers)
-        try:
-            net.load_state_dict(state["q"])
-        except RuntimeError as e:
-            raise CheckpointError(f"checkpoint {path}: weights do not fit its configuration: {e}") from e
+        net, _ = load_net(path, "dqn", DQNConfig, lambda c: QNet(c.filters, c.layers), "q")
         return cls(net, name=name, device=device, epsilon=epsilon)
 
     @torch.no_grad()
@@ -330,16 +327,10 @@ class DQNAgent:
 
 
 @dataclass
-class DQNResult:
-    step: int  # transitions
-    updates: int
-    games: int
-    run_dir: Path
-    metrics: Path
-    checkpoint: Path | None  # latest.pt
-    time_s: float
-    stopped: str | None = None  # why training stopped early (a non-finite loss), or None
-    last: dict = field(default_factory=dict)  # the last metrics.csv row
+class DQNResult(RunResult):
+    """What `train_dqn` did; ``step`` counts transitions."""
+
+    updates: int = 0  # gradient updates
 
 
 class _Slot:
@@ -356,70 +347,46 @@ class _Slot:
         return {"seed": g.seed, "level": g.level, "moves": [list(m) for m in g.moves], "reward": self.reward}
 
 
-def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
-    """Train (or continue) a DQN player in run_dir; see the module docstring."""
-    run_dir = Path(run_dir)
-    ckpt_dir = run_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    latest, metrics = ckpt_dir / "latest.pt", MetricsCSV(run_dir / "metrics.csv", COLUMNS)
-    device = resolve_device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    q = QNet(cfg.filters, cfg.layers).to(device)
-    target = copy.deepcopy(q)
-    opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
-    replay = Replay(cfg.buffer_size)
-    step = updates = games = 0
-    elapsed = 0.0
-    if latest.exists():
-        ck = read_state(latest, "dqn")
-        check_resume(ck["config"], cfg.to_dict(), latest, RESUMABLE)
-        q.load_state_dict(ck["q"])
-        target.load_state_dict(ck["target"])
-        opt.load_state_dict(ck["optimizer"])
-        replay.load_state_dict(ck["replay"])
-        step, updates, games, elapsed = ck["step"], ck["updates"], ck["games"], ck["time_s"]
-        rng.bit_generator.state = ck["rng"]["numpy"]
-        torch.set_rng_state(ck["rng"]["torch"])
-        slots = [_Slot(s["seed"], s["level"], cfg, s["moves"], s["reward"]) for s in ck["slots"]]
-    else:
-        slots = [_Slot(*draw_game(rng, cfg.levels), cfg) for _ in range(cfg.envs)]
-    metrics.truncate(step)
-    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+class _DQNRun(TrainingRun):
+    """A DQN run in progress: everything a checkpoint holds, and the steps of training."""
 
-    def checkpoint() -> Path:
-        agent = {"kind": "dqn", "config": cfg.to_dict(), "q": q.state_dict(), "step": step}
-        save_checkpoint(ckpt_dir / f"step-{step:08d}.pt", agent)
-        prune(ckpt_dir, cfg.keep_checkpoints)
-        full = agent | {
-            "target": target.state_dict(),
-            "optimizer": opt.state_dict(),
-            "replay": replay.state_dict(),
-            "updates": updates,
-            "games": games,
-            "time_s": time.perf_counter() - t0,
-            "rng": {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state()},
-            "slots": [s.state() for s in slots],
-        }
-        return save_checkpoint(latest, full)
+    def __init__(self, cfg: DQNConfig, run_dir: str | Path) -> None:
+        super().__init__(run_dir, "dqn", cfg, cfg.seed, COLUMNS, RESUMABLE)
+        self.cfg = cfg
+        self.device = resolve_device(cfg.device)
+        self.q = QNet(cfg.filters, cfg.layers).to(self.device)
+        self.target = copy.deepcopy(self.q)
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.lr)
+        self.replay = Replay(cfg.buffer_size)
+        self.updates = 0
+        elapsed = 0.0
+        ck = self.files.resume()
+        if ck is not None:
+            self.q.load_state_dict(ck["q"])
+            self.target.load_state_dict(ck["target"])
+            self.opt.load_state_dict(ck["optimizer"])
+            self.replay.load_state_dict(ck["replay"])
+            self.step, self.updates, self.games, elapsed = ck["step"], ck["updates"], ck["games"], ck["time_s"]
+            self.rng.bit_generator.state = ck["rng"]["numpy"]
+            torch.set_rng_state(ck["rng"]["torch"])
+            self.slots = [_Slot(s["seed"], s["level"], cfg, s["moves"], s["reward"]) for s in ck["slots"]]
+        else:
+            self.slots = [_Slot(*draw_game(self.rng, cfg.levels), cfg) for _ in range(cfg.envs)]
+        self.start(self.step, elapsed)
 
-    t0 = time.perf_counter() - elapsed
-    win = {"t": time.perf_counter(), "step": step, "updates": updates, "loss": [], "q": [], "games": []}
-    path, stopped, last = (latest if latest.exists() else None), None, {}
-    next_log = (step // cfg.log_every + 1) * cfg.log_every
-    next_ckpt = (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-    bar = tqdm(total=cfg.steps, initial=step, desc="dqn", disable=not cfg.progress, dynamic_ncols=True)
-    while step < cfg.steps:
-        # act: one batched forward over the games in progress, epsilon-greedy among legal slots
+    def act(self, win: Window) -> None:
+        """One move in every game in progress (one batched forward, epsilon-greedy among the legal
+        slots); the transitions go into the replay memory, finished games are replaced."""
+        cfg, rng, slots = self.cfg, self.rng, self.slots
         cells = np.stack([s.game._cells for s in slots])
         pills = np.array([(s.game.pill.left, s.game.pill.right) for s in slots], np.uint8)
         legal = np.empty((len(slots), SLOTS), np.uint8)
         legal_slots(cells, pills, legal)
         with torch.no_grad():
-            chosen = masked_q(q, cells, pills, legal, device).argmax(dim=1).cpu().numpy()
-        explore = rng.random(len(slots)) < epsilon(step, cfg)
+            greedy = masked_q(self.q, cells, pills, legal, self.device).argmax(dim=1).cpu().numpy()
+        explore = rng.random(len(slots)) < epsilon(self.step, cfg)
         uniform = np.argmax(rng.random(legal.shape) * legal, axis=1)  # a uniform legal slot per game
-        chosen = np.where(explore, uniform, chosen)
+        chosen = np.where(explore, uniform, greedy)
         reward = np.zeros(len(slots), np.float32)
         done = np.zeros(len(slots), bool)
         next_cells, next_pills = np.empty_like(cells), np.empty_like(pills)
@@ -431,64 +398,88 @@ def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
             next_cells[i], next_pills[i] = s.game._cells, (s.game.pill.left, s.game.pill.right)
             s.reward += float(reward[i])
             if s.game.over or s.game.pills_used >= cfg.max_pills:
-                win["games"].append((s.reward, s.game.viruses_cleared, s.game.outcome == "won"))
-                games += 1
+                win.games.append((s.reward, s.game.viruses_cleared, s.game.outcome == "won"))
+                self.games += 1
                 slots[i] = _Slot(*draw_game(rng, cfg.levels), cfg)
         transition = {"cells": cells, "pill": pills, "move": chosen, "reward": reward, "done": done}
-        replay.add(**transition, next_cells=next_cells, next_pill=next_pills)
-        step += len(slots)
-        bar.update(len(slots))
-        # learn: one update per train_every transitions once learning_starts are in memory
-        while step >= cfg.learning_starts and updates < (step - cfg.learning_starts) // cfg.train_every + 1:
-            batch = replay.sample(cfg.batch_size, rng)
-            loss, qa = td_loss(q, target, permute_colours(batch, rng) if cfg.augment else batch, cfg, device)
-            opt.zero_grad(set_to_none=True)
+        self.replay.add(**transition, next_cells=next_cells, next_pill=next_pills)
+        self.step += len(slots)
+
+    def learn(self, win: Window) -> None:
+        """The gradient updates due: one per train_every transitions once learning_starts are in
+        memory; the target network is refreshed every target_every updates."""
+        cfg = self.cfg
+        while (
+            self.step >= cfg.learning_starts and self.updates < (self.step - cfg.learning_starts) // cfg.train_every + 1
+        ):
+            batch = self.replay.sample(cfg.batch_size, self.rng)
+            batch = permute_colours(batch, self.rng) if cfg.augment else batch
+            loss, qa = td_loss(self.q, self.target, batch, cfg, self.device)
+            self.opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip:
-                nn.utils.clip_grad_norm_(q.parameters(), cfg.grad_clip)
-            opt.step()
-            updates += 1
-            win["loss"].append(loss.detach())
-            win["q"].append(qa)
-            if updates % cfg.target_every == 0:
-                target.load_state_dict(q.state_dict())
-        if step >= next_log or step >= next_ckpt or step >= cfg.steps:
-            last = _log(metrics, win, step, updates, games, time.perf_counter() - t0, epsilon(step, cfg), cfg)
+                nn.utils.clip_grad_norm_(self.q.parameters(), cfg.grad_clip)
+            self.opt.step()
+            self.updates += 1
+            win.losses.append(loss.detach())
+            win.q.append(qa)
+            if self.updates % cfg.target_every == 0:
+                self.target.load_state_dict(self.q.state_dict())
+
+    def checkpoint(self) -> Path:
+        agent = {"config": self.cfg.to_dict(), "q": self.q.state_dict(), "step": self.step}
+        more = {
+            "target": self.target.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "replay": self.replay.state_dict(),
+            "updates": self.updates,
+            "games": self.games,
+            "time_s": self.time_s(),
+            "rng": {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state()},
+            "slots": [s.state() for s in self.slots],
+        }
+        return self.files.checkpoint(agent, more, self.cfg.keep_checkpoints)
+
+    def log(self, win: Window) -> dict:
+        """Write one metrics.csv row about the window since the last one; returns it."""
+        cfg, dt = self.cfg, win.seconds()
+        return self.write_row(
+            win,
+            updates=self.updates,
+            epsilon=round(epsilon(self.step, cfg), 5),
+            lr=cfg.lr,
+            loss=float(torch.stack(win.losses).mean()) if win.losses else float("nan"),
+            q_mean=float(torch.stack(win.q).mean()) if win.q else float("nan"),
+            mean_reward=win.game_means()[0],
+            samples_per_s=round((self.updates - win.updates) * cfg.batch_size / dt, 1),
+            steps_per_s=round((self.step - win.step) / dt, 1),
+        )
+
+
+def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
+    """Train (or continue) a DQN player in run_dir; see the module docstring."""
+    run = _DQNRun(cfg, run_dir)
+    win = Window(run.step, run.updates)
+    path, stopped, last = run.files.existing(), None, {}
+    next_log, next_ckpt = next_multiple(run.step, cfg.log_every), next_multiple(run.step, cfg.checkpoint_every)
+    bar = progress_bar(cfg.steps, run.step, "dqn", cfg.progress)
+    while run.step < cfg.steps:
+        run.act(win)
+        bar.update(len(run.slots))
+        run.learn(win)
+        if run.step >= next_log or run.step >= next_ckpt or run.step >= cfg.steps:
+            last = run.log(win)
             bar.set_postfix(loss=f"{last['loss']:.3g}", viruses=f"{last['viruses_per_game']:.2f}")
-            next_log = (step // cfg.log_every + 1) * cfg.log_every
-            if win["loss"] and not np.isfinite(last["loss"]):
-                stopped = f"step {step}: non-finite loss; training stopped; the last checkpoint is {path}"
+            next_log = next_multiple(run.step, cfg.log_every)
+            if win.losses and not np.isfinite(last["loss"]):
+                stopped = f"step {run.step}: non-finite loss; training stopped; the last checkpoint is {path}"
                 break
-            win = {"t": time.perf_counter(), "step": step, "updates": updates, "loss": [], "q": [], "games": []}
-        if step >= next_ckpt or step >= cfg.steps:
-            path = checkpoint()
-            next_ckpt = (step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-    bar.close()
-    if stopped:
-        tqdm.write(stopped)
-    return DQNResult(step, updates, games, run_dir, metrics.path, path, time.perf_counter() - t0, stopped, last)
-
-
-def _log(metrics: MetricsCSV, win: dict, step, updates, games, time_s, eps, cfg: DQNConfig) -> dict:
-    """Write one metrics.csv row about the window since the last one; returns it."""
-    dt = max(time.perf_counter() - win["t"], 1e-9)
-    done = np.array(win["games"], np.float64).reshape(-1, 3)
-    loss = float(torch.stack(win["loss"]).mean()) if win["loss"] else float("nan")
-    row = {
-        "step": step,
-        "updates": updates,
-        "games": games,
-        "time_s": round(time_s, 3),
-        "split": "train",  # for drmario.viz.read_metrics / plot_curves
-        "epsilon": round(eps, 5),
-        "lr": cfg.lr,
-        "loss": loss,
-        "q_mean": float(torch.stack(win["q"]).mean()) if win["q"] else float("nan"),
-        "mean_reward": float(done[:, 0].mean()) if len(done) else float("nan"),
-        "viruses_per_game": float(done[:, 1].mean()) if len(done) else float("nan"),
-        "clear_rate": float(done[:, 2].mean()) if len(done) else float("nan"),
-        "samples_per_s": round((updates - win["updates"]) * cfg.batch_size / dt, 1),
-        "steps_per_s": round((step - win["step"]) / dt, 1),
-    }
-    metrics.append(row)
-    return row
+            win = Window(run.step, run.updates)
+        if run.step >= next_ckpt or run.step >= cfg.steps:
+            path = run.checkpoint()
+            next_ckpt = next_multiple(run.step, cfg.checkpoint_every)
+    run.finish(bar, stopped)
+    files = run.files
+    return DQNResult(
+        run.step, run.games, files.run_dir, files.metrics.path, path, run.time_s(), stopped, last, run.updates
+    )

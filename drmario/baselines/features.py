@@ -50,16 +50,37 @@ N_FEATURES = len(FEATURES)
 def features_into(cells, out):
     """Features of one board: cells uint8[8, 16] -> out float32[N_FEATURES] (see the module doc)."""
     out[:] = 0.0
-    tallest = holes = buried = pairs_v = pairs_h = spawn = pills = 0
-    virus = np.zeros(4, np.int64)
+    virus = np.zeros(4, np.int64)  # by colour code (1..3)
     runs = np.zeros(4, np.int64)  # run3_v, run2_v, run3_h, run2_h
+    tallest, holes, buried, pairs_v, pairs_h, spawn, pills = _cell_counts(cells, out, virus)
+    _virus_runs(cells, runs)
+    out[8] = tallest / 16.0
+    out[9] = holes / 32.0
+    for colour in range(1, 4):
+        out[9 + colour] = virus[colour] / 10.0
+    out[13] = (virus[1] + virus[2] + virus[3]) / 30.0
+    out[14] = buried / 10.0
+    out[15] = pairs_v / 16.0
+    out[16] = pairs_h / 16.0
+    for k in range(4):
+        out[17 + k] = runs[k] / 4.0
+    out[21] = spawn / 16.0
+    out[22] = pills / 32.0
+
+
+@njit(cache=True)
+def _cell_counts(cells, heights, virus):
+    """One pass over the cells: each column's height / 16 into heights[0:8], viruses by colour added
+    to virus[1..3]; returns the counts (tallest column, holes, buried viruses, vertical and
+    horizontal same-colour pairs, occupied spawn-area cells, pill halves)."""
+    tallest = holes = buried = pairs_v = pairs_h = spawn = pills = 0
     for x in range(K.WIDTH):
         height = 0
         for y in range(K.HEIGHT - 1, -1, -1):
             if cells[x, y] != K.EMPTY:
                 height = y + 1
                 break
-        out[x] = height / 16.0
+        heights[x] = height / 16.0
         tallest = max(tallest, height)
         for y in range(K.HEIGHT):
             c = cells[x, y]
@@ -80,7 +101,13 @@ def features_into(cells, out):
                 pairs_v += 1
             if x + 1 < K.WIDTH and cells[x + 1, y] != K.EMPTY and cells[x + 1, y] & 3 == colour:
                 pairs_h += 1
-    # maximal same-colour runs of length 2 or 3 that contain a virus, vertical then horizontal
+    return tallest, holes, buried, pairs_v, pairs_h, spawn, pills
+
+
+@njit(cache=True)
+def _virus_runs(cells, runs):
+    """Maximal same-colour runs of length 2 or 3 that contain a virus, added to runs int64[4]
+    (run3_v, run2_v, run3_h, run2_h): vertical runs along each column, then horizontal ones."""
     for vertical in range(2):
         lines, length = (K.WIDTH, K.HEIGHT) if vertical else (K.HEIGHT, K.WIDTH)
         for a in range(lines):
@@ -98,18 +125,6 @@ def features_into(cells, out):
                 if colour != 0 and has_virus and 2 <= end - i <= 3:
                     runs[(0 if vertical else 2) + (end - i == 2)] += 1
                 i = end
-    out[8] = tallest / 16.0
-    out[9] = holes / 32.0
-    for colour in range(1, 4):
-        out[9 + colour] = virus[colour] / 10.0
-    out[13] = (virus[1] + virus[2] + virus[3]) / 30.0
-    out[14] = buried / 10.0
-    out[15] = pairs_v / 16.0
-    out[16] = pairs_h / 16.0
-    for k in range(4):
-        out[17 + k] = runs[k] / 4.0
-    out[21] = spawn / 16.0
-    out[22] = pills / 32.0
 
 
 @njit(cache=True)

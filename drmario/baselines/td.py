@@ -40,39 +40,40 @@ row), samples_per_s (decisions per second) and positions_per_s (boards valued pe
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from drmario.baselines.common import (
     PILLS,
-    MetricsCSV,
-    check_resume,
+    RunResult,
+    TrainingRun,
+    Window,
+    config_problems,
     draw_game,
-    prune,
-    read_state,
+    load_net,
+    progress_bar,
 )
 from drmario.baselines.features import N_FEATURES, board_features, expand, mlp_values
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, Outcome
 from drmario.engine.level import MAX_LEVEL
-from drmario.learn.net import CheckpointError, save_checkpoint
 from drmario.learn.train import resolve_device
 from drmario.play.agents import Decision
-from drmario.search.searcher import Position, pill_distribution, pill_probs_problems
+from drmario.search.searcher import Position, pill_distribution
 from drmario.settings import Settings, setting
 
-COLUMNS = ("step", "games", "time_s", "split", "lr", "lr_after", "loss", "mean_outcome", "viruses_per_game")
-COLUMNS += ("clear_rate", "samples_per_s", "positions_per_s")
+COLUMNS = (
+    *("step", "games", "time_s", "split", "lr", "lr_after", "loss", "mean_outcome", "viruses_per_game"),
+    *("clear_rate", "samples_per_s", "positions_per_s"),
+)
+Weights = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # of the value network, for mlp_values
 RESUMABLE = {"games", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
 
 
@@ -80,6 +81,9 @@ RESUMABLE = {"games", "log_every", "checkpoint_every", "keep_checkpoints", "devi
 class TDConfig(Settings):
     """Every setting of a TD run (saved in config.json and in every checkpoint)."""
 
+    # Several fields share their names with DQNConfig's, but not their docs, defaults or units
+    # (games here, transitions there): each learner's settings stay its own; the shared checks are
+    # `common.config_problems`.
     seed: int = setting(0, "network initialisation and the training games", ge=0)
     levels: tuple[int, ...] = setting(
         tuple(range(21)), "training games: a level drawn uniformly from these", ge=0, le=MAX_LEVEL
@@ -105,10 +109,7 @@ class TDConfig(Settings):
     progress: bool = setting(True, "show a progress bar")
 
     def check(self) -> list[str]:
-        problems = pill_probs_problems(self.pill_probs)
-        if not self.levels:
-            problems.append("levels = (): expected at least one level")
-        return problems
+        return config_problems(self.levels, self.pill_probs)
 
 
 class ValueNet(nn.Module):
@@ -122,10 +123,13 @@ class ValueNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.out(torch.sigmoid(self.hidden(x)))).squeeze(-1)
 
-    def numpy_weights(self) -> tuple[np.ndarray, ...]:
+    def numpy_weights(self) -> Weights:
         """(w1 float32[H, F], b1 [H], w2 [H], b2 [1]) for `features.mlp_values`."""
-        w = (self.hidden.weight, self.hidden.bias, self.out.weight[0], self.out.bias)
-        return tuple(np.ascontiguousarray(p.detach().float().cpu().numpy()) for p in w)
+
+        def numpy(p: torch.Tensor) -> np.ndarray:
+            return np.ascontiguousarray(p.detach().float().cpu().numpy())
+
+        return numpy(self.hidden.weight), numpy(self.hidden.bias), numpy(self.out.weight[0]), numpy(self.out.bias)
 
 
 def td_update(net: ValueNet, features: np.ndarray, target: float, lr: float) -> float:
@@ -137,7 +141,8 @@ def td_update(net: ValueNet, features: np.ndarray, target: float, lr: float) -> 
     (0.5 * (v - target) ** 2).backward()
     with torch.no_grad():
         for p in net.parameters():
-            p -= lr * p.grad
+            if p.grad is not None:
+                p.sub_(lr * p.grad)
     return float(v.detach())
 
 
@@ -159,7 +164,9 @@ class _Expander:
     def __init__(self) -> None:
         self.capacity = 0
 
-    def __call__(self, boards: np.ndarray, stalls: np.ndarray, pills: np.ndarray, stall_limit: int) -> Children:
+    def __call__(
+        self, boards: np.ndarray, stalls: np.ndarray | Sequence[int], pills: np.ndarray, stall_limit: int
+    ) -> Children:
         need = len(boards) * len(pills) * K.MAX_MOVES
         if need > self.capacity:
             self.capacity = need
@@ -184,7 +191,7 @@ class TDSearch(NamedTuple):
     positions: int  # boards valued by the network
 
 
-def _board_values(weights: tuple[np.ndarray, ...], kids: Children, cfg: TDConfig) -> np.ndarray:
+def _board_values(weights: Weights, kids: Children, cfg: TDConfig) -> np.ndarray:
     """float64[T]: the value of each child board: the network's, or the exact outcome if terminal."""
     v = np.empty(len(kids.feats))
     mlp_values(kids.feats, *weights, v)
@@ -235,6 +242,8 @@ def td_search(
 
 
 def _outcome_value(game: Game, cfg: TDConfig) -> float:
+    if game.outcome is None:
+        raise ValueError("the game is not over: it has no outcome value")
     return {Outcome.WON: cfg.win, Outcome.TOPPED_OUT: cfg.topout, Outcome.STALEMATE: cfg.stalemate}[game.outcome]
 
 
@@ -251,13 +260,7 @@ class TDAgent:
     @classmethod
     def load(cls, path: str | Path, *, name: str = "td", **search) -> TDAgent:
         """From any checkpoint of `train_td`; search: depth, top_k, device, ... overrides."""
-        state = read_state(path, "td")
-        cfg = TDConfig.from_dict(state["config"])
-        net = ValueNet(cfg.hidden)
-        try:
-            net.load_state_dict(state["net"])
-        except RuntimeError as e:
-            raise CheckpointError(f"checkpoint {path}: weights do not fit its configuration: {e}") from e
+        net, cfg = load_net(path, "td", TDConfig, lambda c: ValueNet(c.hidden), "net")
         return cls(net, cfg, name=name, **search)
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
@@ -269,103 +272,94 @@ class TDAgent:
         return out
 
 
-@dataclass
-class TDResult:
-    step: int  # decisions (in-game updates)
-    games: int
-    run_dir: Path
-    metrics: Path
-    checkpoint: Path | None  # latest.pt
-    time_s: float
-    stopped: str | None = None  # why training stopped early (a non-finite value), or None
-    last: dict = field(default_factory=dict)  # the last metrics.csv row
+class TDResult(RunResult):
+    """What `train_td` did; ``step`` counts decisions (in-game updates)."""
+
+
+class _TDRun(TrainingRun):
+    """A TD run in progress: everything a checkpoint holds, and the steps of training."""
+
+    def __init__(self, cfg: TDConfig, run_dir: str | Path) -> None:
+        super().__init__(run_dir, "td", cfg, cfg.seed, COLUMNS, RESUMABLE)
+        self.cfg = cfg
+        self.net = ValueNet(cfg.hidden).to(resolve_device(cfg.device))
+        elapsed = 0.0
+        ck = self.files.resume()
+        if ck is not None:
+            self.net.load_state_dict(ck["net"])
+            self.step, self.games, elapsed = ck["step"], ck["games"], ck["time_s"]
+            self.rng.bit_generator.state = ck["rng"]
+        self.start(self.step, elapsed)
+        self.expander, self.feats = _Expander(), np.empty((1, N_FEATURES), np.float32)
+
+    def play_game(self, win: Window) -> Game | None:
+        """Play one training game, one TD step after each decision; None if a value turns
+        non-finite (the game is abandoned)."""
+        cfg = self.cfg
+        game = Game(*draw_game(self.rng, cfg.levels), pill_mode=cfg.pill_mode, stall_limit=cfg.stall_limit)
+        while not game.over and game.pills_used < cfg.max_pills:
+            pill = np.array([game.pill.left, game.pill.right], np.uint8)
+            res = td_search(self.net, game._cells, pill, game.stall, cfg, self.expander)
+            target = float(res.values[res.best])
+            board_features(game._cells[None], self.feats)
+            before = td_update(self.net, self.feats[0], target, cfg.lr_game)
+            if not np.isfinite(before):
+                return None
+            win.losses.append((before - target) ** 2)
+            win.positions += res.positions
+            game.play(Move(*res.moves[res.best].tolist()))
+            self.step += 1
+        return game
+
+    def end_game(self, game: Game, win: Window) -> None:
+        """The after-game step toward the outcome (none for a game cut by max_pills), and count it."""
+        outcome = float("nan")
+        if game.over:
+            outcome = _outcome_value(game, self.cfg)
+            board_features(game._cells[None], self.feats)
+            td_update(self.net, self.feats[0], outcome, self.cfg.lr_after)
+        win.games.append((outcome, game.viruses_cleared, game.outcome == Outcome.WON))
+        self.games += 1
+
+    def checkpoint(self) -> Path:
+        agent = {"config": self.cfg.to_dict(), "net": self.net.state_dict(), "step": self.step, "games": self.games}
+        more = {"time_s": self.time_s(), "rng": self.rng.bit_generator.state}
+        return self.files.checkpoint(agent, more, self.cfg.keep_checkpoints)
+
+    def log(self, win: Window) -> dict:
+        """Write one metrics.csv row about the window since the last one; returns it."""
+        dt = win.seconds()
+        return self.write_row(
+            win,
+            lr=self.cfg.lr_game,
+            lr_after=self.cfg.lr_after,
+            loss=float(np.mean(win.losses)) if win.losses else float("nan"),
+            mean_outcome=win.game_means()[0],
+            samples_per_s=round((self.step - win.step) / dt, 1),
+            positions_per_s=round(win.positions / dt, 1),
+        )
 
 
 def train_td(cfg: TDConfig, run_dir: str | Path) -> TDResult:
     """Train (or continue) a TD player in run_dir; see the module docstring."""
-    run_dir = Path(run_dir)
-    ckpt_dir = run_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    latest, metrics = ckpt_dir / "latest.pt", MetricsCSV(run_dir / "metrics.csv", COLUMNS)
-    device = resolve_device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    net = ValueNet(cfg.hidden).to(device)
-    step = games = 0
-    elapsed = 0.0
-    if latest.exists():
-        ck = read_state(latest, "td")
-        check_resume(ck["config"], cfg.to_dict(), latest, RESUMABLE)
-        net.load_state_dict(ck["net"])
-        step, games, elapsed = ck["step"], ck["games"], ck["time_s"]
-        rng.bit_generator.state = ck["rng"]
-    metrics.truncate(step)
-    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-
-    def checkpoint() -> Path:
-        agent = {"kind": "td", "config": cfg.to_dict(), "net": net.state_dict(), "step": step, "games": games}
-        save_checkpoint(ckpt_dir / f"step-{step:08d}.pt", agent)
-        prune(ckpt_dir, cfg.keep_checkpoints)
-        return save_checkpoint(latest, agent | {"time_s": time.perf_counter() - t0, "rng": rng.bit_generator.state})
-
-    t0 = time.perf_counter() - elapsed
-    expander, feats = _Expander(), np.empty((1, N_FEATURES), np.float32)
-    win = {"t": time.perf_counter(), "step": step, "errors": [], "games": [], "positions": 0}
-    path, last, stopped = (latest if latest.exists() else None), {}, None
-    bar = tqdm(total=cfg.games, initial=games, desc="td", disable=not cfg.progress, dynamic_ncols=True)
-    while games < cfg.games:
-        game = Game(*draw_game(rng, cfg.levels), pill_mode=cfg.pill_mode, stall_limit=cfg.stall_limit)
-        while not game.over and game.pills_used < cfg.max_pills:
-            pill = np.array([game.pill.left, game.pill.right], np.uint8)
-            res = td_search(net, game._cells, pill, game.stall, cfg, expander)
-            target = float(res.values[res.best])
-            board_features(game._cells[None], feats)
-            before = td_update(net, feats[0], target, cfg.lr_game)
-            if not np.isfinite(before):
-                stopped = f"game {games + 1}, decision {step + 1}: non-finite value; the last checkpoint is {path}"
-                break
-            win["errors"].append((before - target) ** 2)
-            win["positions"] += res.positions
-            game.play(Move(*res.moves[res.best].tolist()))
-            step += 1
-        if stopped:
+    run = _TDRun(cfg, run_dir)
+    win = Window(run.step)
+    path, last, stopped = run.files.existing(), {}, None
+    bar = progress_bar(cfg.games, run.games, "td", cfg.progress)
+    while run.games < cfg.games:
+        game = run.play_game(win)
+        if game is None:
+            stopped = f"game {run.games + 1}, decision {run.step + 1}: non-finite value; the last checkpoint is {path}"
             break
-        outcome = float("nan")
-        if game.over:
-            outcome = _outcome_value(game, cfg)
-            board_features(game._cells[None], feats)
-            td_update(net, feats[0], outcome, cfg.lr_after)
-        win["games"].append((outcome, game.viruses_cleared, game.outcome == Outcome.WON))
-        games += 1
+        run.end_game(game, win)
         bar.update(1)
-        if games % cfg.log_every == 0 or games % cfg.checkpoint_every == 0 or games == cfg.games:
-            last = _log(metrics, win, step, games, time.perf_counter() - t0, cfg)
+        at_checkpoint = run.games % cfg.checkpoint_every == 0 or run.games == cfg.games
+        if run.games % cfg.log_every == 0 or at_checkpoint:
+            last = run.log(win)
             bar.set_postfix(viruses=f"{last['viruses_per_game']:.2f}", loss=f"{last['loss']:.3g}")
-            win = {"t": time.perf_counter(), "step": step, "errors": [], "games": [], "positions": 0}
-        if games % cfg.checkpoint_every == 0 or games == cfg.games:
-            path = checkpoint()
-    bar.close()
-    if stopped:
-        tqdm.write(stopped)
-    return TDResult(step, games, run_dir, metrics.path, path, time.perf_counter() - t0, stopped, last)
-
-
-def _log(metrics: MetricsCSV, win: dict, step: int, games: int, time_s: float, cfg: TDConfig) -> dict:
-    dt = max(time.perf_counter() - win["t"], 1e-9)
-    done = np.array(win["games"], np.float64).reshape(-1, 3)
-    row = {
-        "step": step,
-        "games": games,
-        "time_s": round(time_s, 3),
-        "split": "train",  # for drmario.viz.read_metrics / plot_curves
-        "lr": cfg.lr_game,
-        "lr_after": cfg.lr_after,
-        "loss": float(np.mean(win["errors"])) if win["errors"] else float("nan"),
-        "mean_outcome": float(np.nanmean(done[:, 0])) if np.isfinite(done[:, 0]).any() else float("nan"),
-        "viruses_per_game": float(done[:, 1].mean()) if len(done) else float("nan"),
-        "clear_rate": float(done[:, 2].mean()) if len(done) else float("nan"),
-        "samples_per_s": round((step - win["step"]) / dt, 1),
-        "positions_per_s": round(win["positions"] / dt, 1),
-    }
-    metrics.append(row)
-    return row
+            win = Window(run.step)
+        if at_checkpoint:
+            path = run.checkpoint()
+    run.finish(bar, stopped)
+    files = run.files
+    return TDResult(run.step, run.games, files.run_dir, files.metrics.path, path, run.time_s(), stopped, last)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
+from typing import NamedTuple
 
 import numpy as np
 
@@ -91,8 +92,49 @@ def board_svg(
     back to its board; outlines, labels and the ghost carry a ``class`` for the same reason.
     """
     strip = 4 if pill is None else (cell + 8 if pill_r is None else 2 * cell + 8)
-    pad, top = 4, strip + (16 if title else 0)
-    w, h = K.WIDTH * cell + 2 * pad, K.HEIGHT * cell + top + pad
+    frame = _Frame(cell, 4, strip + (16 if title else 0))
+    out = _open_svg(frame, cells, title)
+    _draw_grid(out, frame, overlay)
+    for x, y in zip(*np.nonzero(cells)):
+        c = int(cells[x, y])
+        _piece(out, *frame.xy(int(x), int(y)), cell, c & 3, c >> 2)
+    if outline is not None:
+        _draw_outline(out, frame, outline)
+    if ghost is not None:
+        out.append('<g class="ghost" opacity="0.55">')  # one opacity for the group: no darker overlaps
+        for x, y, colour, shape in _pill_pieces(ghost[0], *ghost[1]):
+            _piece(out, *frame.xy(x, y), cell, colour, shape)
+        out.append("</g>")
+    _draw_labels(out, frame, labels or {})
+    if pill is not None:
+        _draw_pill(out, frame, pill, pill_r)
+    out.append("</svg>")
+    return "".join(out)
+
+
+class _Frame(NamedTuple):
+    """Where a board picture's cells lie: cell size, padding, and the height above the bottle."""
+
+    cell: int
+    pad: int
+    top: int
+
+    @property
+    def width(self) -> int:
+        return K.WIDTH * self.cell + 2 * self.pad
+
+    @property
+    def height(self) -> int:
+        return K.HEIGHT * self.cell + self.top + self.pad
+
+    def xy(self, x: float, y: float) -> tuple[float, float]:
+        """The top-left corner of board cell (x, y) (y counts up from the bottom row)."""
+        return self.pad + x * self.cell, self.top + (K.HEIGHT - 1 - y) * self.cell
+
+
+def _open_svg(frame: _Frame, cells: np.ndarray, title: str | None) -> list[str]:
+    """The root element (with ``data-board``), the background and the title."""
+    w, h = frame.width, frame.height
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
         f'font-family="sans-serif" data-board="{board_string(cells)}">',
@@ -102,40 +144,44 @@ def board_svg(
         out.append(
             f'<text x="{w / 2}" y="13" font-size="11" fill="#ddd" text-anchor="middle">{escape(str(title))}</text>'
         )
+    return out
 
-    def xy(x: float, y: float) -> tuple[float, float]:
-        return pad + x * cell, top + (K.HEIGHT - 1 - y) * cell
 
+def _draw_grid(out: list[str], frame: _Frame, overlay: np.ndarray | None) -> None:
+    """The empty bottle: one square per cell, coloured by overlay[x, y] if given."""
+    cell = frame.cell
     for x in range(K.WIDTH):
         for y in range(K.HEIGHT):
-            px, py = xy(x, y)
+            px, py = frame.xy(x, y)
             fill = _heat(overlay[x, y]) if overlay is not None else "#22222a"
             out.append(f'<rect x="{px}" y="{py}" width="{cell}" height="{cell}" fill="{fill}" stroke="#2e2e38"/>')
 
-    for x, y in zip(*np.nonzero(cells)):
-        c = int(cells[x, y])
-        _piece(out, *xy(int(x), int(y)), cell, c & 3, c >> 2)
-    if outline is not None:
-        for x, y in zip(*np.nonzero(outline)):
-            px, py = xy(int(x), int(y))
-            out.append(
-                f'<rect class="outline" x="{px + 1}" y="{py + 1}" width="{cell - 2}" height="{cell - 2}" '
-                'fill="none" stroke="#9fe" stroke-width="1" stroke-dasharray="2,2"/>'
-            )
-    if ghost is not None:
-        gpill, gmove = ghost
-        out.append('<g class="ghost" opacity="0.55">')  # one opacity for the group: no darker overlaps
-        for x, y, colour, shape in _pill_pieces(gpill, *gmove):
-            _piece(out, *xy(x, y), cell, colour, shape)
-        out.append("</g>")
-    for (x, y), text in (labels or {}).items():
-        px, py = xy(x, y)
+
+def _draw_outline(out: list[str], frame: _Frame, outline: np.ndarray) -> None:
+    cell = frame.cell
+    for x, y in zip(*np.nonzero(outline)):
+        px, py = frame.xy(int(x), int(y))
+        out.append(
+            f'<rect class="outline" x="{px + 1}" y="{py + 1}" width="{cell - 2}" height="{cell - 2}" '
+            'fill="none" stroke="#9fe" stroke-width="1" stroke-dasharray="2,2"/>'
+        )
+
+
+def _draw_labels(out: list[str], frame: _Frame, labels: dict[tuple[int, int], str]) -> None:
+    cell = frame.cell
+    for (x, y), text in labels.items():
+        px, py = frame.xy(x, y)
         out.append(
             f'<text class="label" x="{px + cell / 2}" y="{py + cell * 0.7}" font-size="{cell * 0.55}" fill="#fff" '
             f'stroke="#000" stroke-width="{cell * 0.04}" paint-order="stroke" text-anchor="middle" '
             f'font-weight="bold">{escape(str(text))}</text>'
         )
-    if pill is not None and pill_r is None:
+
+
+def _draw_pill(out: list[str], frame: _Frame, pill: PillLike, pill_r: int | None) -> None:
+    """The pill to place, above the bottle: in its spawn form, or turned pill_r quarter-turns."""
+    cell, pad, top = frame
+    if pill_r is None:
         py = top - cell - 4
         for i, colour in enumerate(pill):
             px = pad + (K.SPAWN_X + i) * cell
@@ -143,10 +189,7 @@ def board_svg(
                 f'<rect x="{px + 1}" y="{py}" width="{cell - 2}" height="{cell - 2}" rx="{cell * 0.3}" '
                 f'fill="{COLOURS[int(colour)]}" stroke="{DARK[int(colour)]}"/>'
             )
-    elif pill is not None:
-        # The turned pill's cells, as if placed with its bottom-left half at the spawn cell.
-        for x, y, colour, shape in _pill_pieces(pill, pill_r % 4, 0, 0):
-            px, py = pad + (K.SPAWN_X + x) * cell, top - 4 - (y + 1) * cell
-            _piece(out, px, py, cell, colour, shape)
-    out.append("</svg>")
-    return "".join(out)
+        return
+    # The turned pill's cells, as if placed with its bottom-left half at the spawn cell.
+    for x, y, colour, shape in _pill_pieces(pill, pill_r % 4, 0, 0):
+        _piece(out, pad + (K.SPAWN_X + x) * cell, top - 4 - (y + 1) * cell, cell, colour, shape)

@@ -7,20 +7,21 @@ the widest example of the set (about 100 entries, so about 800 bytes, for round-
 mass to every legal move; fewer for visit-count targets). Planes and the dense moves target are
 made on the device, per batch (`DeviceExamples.batch`).
 
-`load_examples` reads example files (`examples` module: JSON Lines, optionally gzip, with a
+`load_examples` reads example files (`example_files`: JSON Lines, optionally gzip, with a
 ``.meta.json`` sidecar) into an `ExampleSet`:
 
 - Game ids come from the sidecar's ``games`` table (seed, level, first line, count), so
   `ExampleSet.split_by_game` keeps each game on one side. A file without a sidecar falls back to
-  the duration countdown (`examples.infer_games`): a new game starts where an example's duration is
+  the duration countdown (`example_files.infer_games`): a new game starts where an example's duration is
   not the previous one's minus 1 (minus the line gap, if bad lines were skipped). That finds whole
   games written in order; it cannot separate games that were cut short or interleaved.
 - Probabilities are validated to sum to 1 within 1e-3 and then rescaled to sum to exactly 1.
 - A decoded cache ``<file>.cache.npz`` is written next to each source (atomically; git-ignored). It
-  is keyed by the source's size and modification time, its sidecar's, the cache format version and
-  the package version, so a changed file or new code re-parses the JSON. The JSON file stays the
-  source of truth. A cache made with ``on_error="skip"`` remembers the skipped lines: loading it
-  with ``on_error="raise"`` raises the first of them, as parsing would.
+  is keyed by content (`cache_key`): a hash of the source's bytes, of its sidecar's, and of the
+  source text of the modules that decode and compact examples (`CODE_MODULES`), so a changed file
+  (whatever its size and modification time) or changed decoding code re-parses the JSON. The JSON
+  file stays the source of truth. A cache made with ``on_error="skip"`` remembers the skipped
+  lines: loading it with ``on_error="raise"`` raises the first of them, as parsing would.
 - ``augment=True`` adds the 5 other colour renamings of every example (6x the examples; game ids
   are kept, so a split never puts two colourings of one game on both sides). See `examples` for
   what this preserves and what it does not.
@@ -28,10 +29,12 @@ made on the device, per batch (`DeviceExamples.batch`).
 
 from __future__ import annotations
 
+import functools
 import glob
+import hashlib
+import importlib
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -43,23 +46,24 @@ import torch
 
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
+from drmario.files import atomic_file
 from drmario.learn.encode import planes_torch
-from drmario.learn.examples import (
-    COLOUR_PERMUTATIONS,
-    Decoded,
-    ExampleError,
-    OnError,
-    ReadReport,
-    colour_table,
-    decode_file,
-    infer_games,
-    read_sidecar,
-    replace_readable,
-    sidecar_path,
-)
+from drmario.learn.example_decoding import Decoded
+from drmario.learn.example_files import OnError, ReadReport, decode_file, infer_games, read_sidecar, sidecar_path
+from drmario.learn.examples import COLOUR_PERMUTATIONS, ExampleError, colour_table
 
-CACHE_VERSION = 1
 CACHE_SUFFIX = ".cache.npz"
+# The code that shapes a cache: parsing and validation, game ids, compaction, and what they use of
+# the engine (board letters, legal moves). Their source text is part of every cache key.
+CODE_MODULES = (
+    "drmario.engine.board",
+    "drmario.engine.kernels",
+    "drmario.engine.rules",
+    "drmario.learn.encode",
+    "drmario.learn.example_decoding",
+    "drmario.learn.example_files",
+    "drmario.learn.dataset",
+)
 EXAMPLE_SUFFIXES = (".jsonl", ".jsonl.gz")
 PathLike = str | os.PathLike
 
@@ -226,7 +230,7 @@ def _pad_entries(row: np.ndarray, slot: np.ndarray, prob: np.ndarray, n: int) ->
 
 
 def compact(decoded: Decoded, game: np.ndarray) -> ExampleSet:
-    """An `ExampleSet` from decoded examples (`examples.Decoded`) and their game ids int64[n]."""
+    """An `ExampleSet` from decoded examples (`example_decoding.Decoded`) and their game ids int64[n]."""
     index, probs = _pad_entries(decoded.row, decoded.slot, decoded.prob.astype(np.float64), len(decoded))
     return ExampleSet(
         cells=decoded.cells,
@@ -286,22 +290,35 @@ def cache_path(path: PathLike) -> Path:
     return Path(os.fspath(path) + CACHE_SUFFIX)
 
 
-def _cache_key(path: Path) -> str:
-    from drmario import __version__
+def _file_digest(path: Path) -> str | None:
+    """SHA-256 of a file's bytes (hex), or None if there is no such file."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except FileNotFoundError:
+        return None
+    return digest.hexdigest()
 
-    def stamp(p: Path) -> list[int] | None:
-        try:
-            st = p.stat()
-        except FileNotFoundError:
-            return None
-        return [st.st_size, st.st_mtime_ns]
 
-    key = {
-        "cache_version": CACHE_VERSION,
-        "code_version": __version__,
-        "source": stamp(path),
-        "sidecar": stamp(sidecar_path(path)),
-    }
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 of the source text of `CODE_MODULES` (each module's file as loaded)."""
+    digest = hashlib.sha256()
+    for name in CODE_MODULES:
+        file = importlib.import_module(name).__file__
+        if file is None:
+            raise RuntimeError(f"{name} has no file to hash for the example cache key")
+        digest.update(name.encode() + b"\0" + Path(file).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def cache_key(path: PathLike) -> str:
+    """What a cache of example file path must have been made from: hashes of the file's content,
+    its sidecar's (null without one) and the decoding code (`code_digest`)."""
+    path = Path(path)
+    key = {"source": _file_digest(path), "sidecar": _file_digest(sidecar_path(path)), "code": code_digest()}
     return json.dumps(key, sort_keys=True)
 
 
@@ -326,23 +343,16 @@ def _read_cache(path: Path, key: str) -> tuple[ExampleSet, ReadReport, int] | No
 
 
 def _write_cache(path: Path, key: str, examples: ExampleSet, report: ReadReport, n_games: int) -> None:
-    cache = cache_path(path)
-    tmp = None
     try:
-        with tempfile.NamedTemporaryFile(
-            "wb", dir=cache.parent, prefix=f".{cache.name}.", suffix=".tmp", delete=False
-        ) as tmp:
+        with atomic_file(cache_path(path), "wb") as f:
             np.savez(
-                tmp,
+                f,
                 key=np.array(key),
                 report=np.array(json.dumps(report.to_dict())),
                 n_games=np.array(n_games),
                 **{name: getattr(examples, name) for name in _CACHED_ARRAYS},
             )
-        replace_readable(tmp.name, cache)
     except OSError as e:  # a read-only folder, a full disk: loading still works, uncached
-        if tmp is not None:
-            Path(tmp.name).unlink(missing_ok=True)
         report.warnings.append(f"cache not written: {e}")
 
 
@@ -356,6 +366,8 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
     if side is not None:
         table = side.get("games")
         try:
+            if not isinstance(table, list):
+                raise TypeError("not a list")
             first = np.array([int(g["first"]) for g in table], np.int64)
             count = np.array([int(g["count"]) for g in table], np.int64)
         except (TypeError, KeyError, ValueError):
@@ -385,7 +397,7 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
 
 
 def _load_file(path: Path, on_error: OnError, use_cache: bool, tick) -> tuple[ExampleSet, ReadReport, int]:
-    key = _cache_key(path) if use_cache else ""
+    key = cache_key(path) if use_cache else ""
     hit = _read_cache(path, key) if use_cache else None
     if hit is not None and on_error == "raise" and hit[1].warnings and not hit[1].skipped:
         hit = None  # e.g. a sidecar that disagrees with its file: parse again, which raises
@@ -420,7 +432,7 @@ def load_examples(
     paths: a file, a folder, a glob, or a list of them (`example_files`). on_error="raise" stops at
     the first bad line (`examples.ExampleError`, naming file and line); "skip" leaves bad lines out,
     counts them and warns (a `UserWarning` with the report). reports, if given, receives one
-    `examples.ReadReport` per file. Game ids are unique across files. progress: a tqdm bar over the
+    `example_files.ReadReport` per file. Game ids are unique across files. progress: a tqdm bar over the
     bytes read and a one-line summary.
     """
     from tqdm.auto import tqdm

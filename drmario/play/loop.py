@@ -25,7 +25,7 @@ import torch
 
 from drmario.files import append_csv, write_atomic
 from drmario.learn.dataset import ExampleSet, load_examples
-from drmario.learn.examples import read_sidecar
+from drmario.learn.example_files import read_sidecar
 from drmario.learn.train import TrainConfig, Trainer
 from drmario.play.agents import SearchAgent
 from drmario.play.selfplay import SHARDS, SelfPlayConfig, done_games, play_shard

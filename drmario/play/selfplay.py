@@ -25,7 +25,8 @@ import pandas as pd
 from drmario.engine.game import DEFAULT_STALL_LIMIT, GameRecord
 from drmario.engine.level import MAX_LEVEL, TRAINING_SEEDS
 from drmario.files import append_csv, write_atomic
-from drmario.learn.examples import game_examples, read_sidecar, write_examples
+from drmario.learn.example_files import read_sidecar, write_examples
+from drmario.learn.examples import game_examples
 from drmario.play.agents import SearchAgent
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.search.searcher import SearchConfig

@@ -200,7 +200,7 @@ def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds
         rounds = max(rounds, int(previous.get("rounds", 1)))
     elif run_dir.exists() and any(run_dir.iterdir()):
         raise ValueError(f"{run_dir} is not empty and holds no {RECORD}: not a pipeline run; use a new run directory")
-    from drmario.learn.examples import code_version
+    from drmario.learn.example_files import code_version
 
     run_dir.mkdir(parents=True, exist_ok=True)
     entry = {

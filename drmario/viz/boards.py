@@ -182,7 +182,7 @@ def _heatmap_parts(
                 outline=legal[r],
                 pill=pill,
                 pill_r=r,
-                ghost=(pill, Move(r, chosen[1], chosen[2])) if shows_chosen else None,
+                ghost=(pill, Move(r, chosen[1], chosen[2])) if shows_chosen and chosen is not None else None,
                 labels=labels[r],
                 cell=cell,
                 title=name,

@@ -158,7 +158,15 @@ def _given_axes(ax: Any, n: int) -> tuple[Figure, list[Axes]]:
     axes = list(np.atleast_1d(np.asarray(ax, dtype=object)).ravel())
     if len(axes) < n:
         raise ValueError(f"need {n} axes (one per term), got {len(axes)}")
-    return axes[0].figure, axes[:n]
+    return _figure_of(axes[0]), axes[:n]
+
+
+def _figure_of(ax: Axes) -> Figure:
+    """The figure ax is drawn on (the root figure, if ax is on a subfigure)."""
+    fig = ax.get_figure(root=True)
+    if fig is None:
+        raise ValueError("the axes given are not on a figure")
+    return fig
 
 
 def plot_curves(
@@ -176,8 +184,6 @@ def plot_curves(
     applied to train only, with the raw train curve kept faint behind; test points are sparse and
     would lag. log_scale: a log y axis for panels whose values are all positive.
     """
-    from matplotlib.lines import Line2D
-
     terms = (terms,) if isinstance(terms, str) else tuple(terms)
     if not terms:
         raise ValueError("plot_curves: no terms given")
@@ -189,28 +195,45 @@ def plot_curves(
     fig, axes = _new_figure(len(terms)) if ax is None else _given_axes(ax, len(terms))
     runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
     for term, a in zip(terms, axes):
-        positive, drawn = True, False
-        for k, run in enumerate(runs):
-            colour = f"C{k % 10}"
-            rows = df if run is None else df[df["run"] == run]
-            for split, style in (("train", "-"), ("test", "--")):
-                s = rows.loc[rows["split"] == split, [x, term]].dropna().sort_values(x, kind="stable")
-                if s.empty:
-                    continue
-                xs, ys = s[x].to_numpy(float), s[term].to_numpy(float)
-                positive &= bool((ys > 0).all())
-                drawn = True
-                if split == "train" and smoothing > 0:
-                    a.plot(xs, ys, "-", color=colour, alpha=0.25, lw=0.8)
-                    ys = s[term].ewm(alpha=1.0 - smoothing, adjust=True).mean().to_numpy(float)
-                a.plot(xs, ys, style, color=colour, lw=1.4, marker="o" if split == "test" else None, ms=3)
-        if not drawn:
-            a.text(0.5, 0.5, "no data", ha="center", va="center", transform=a.transAxes, color="grey")
-        elif log_scale and positive:
-            a.set_yscale("log")
-        a.set_title(term)
-        a.set_xlabel(x)
-        a.grid(alpha=0.3, which="both" if log_scale else "major")
+        _draw_curves(a, df, runs, term, x, smoothing, log_scale)
+    handles = _curve_legend(runs)
+    if ax is None:
+        fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+    else:
+        axes[0].legend(handles=handles, fontsize=8)
+    return fig
+
+
+def _draw_curves(a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoothing: float, log_scale: bool) -> None:
+    """One panel of `plot_curves`: the train and test curves of one term, a colour per run."""
+    positive, drawn = True, False
+    for k, run in enumerate(runs):
+        colour = f"C{k % 10}"
+        rows = df if run is None else df[df["run"] == run]
+        for split, style in (("train", "-"), ("test", "--")):
+            s = rows.loc[rows["split"] == split, [x, term]].dropna().sort_values(x, kind="stable")
+            if s.empty:
+                continue
+            xs, ys = s[x].to_numpy(float), s[term].to_numpy(float)
+            positive &= bool((ys > 0).all())
+            drawn = True
+            if split == "train" and smoothing > 0:
+                a.plot(xs, ys, "-", color=colour, alpha=0.25, lw=0.8)
+                ys = s[term].ewm(alpha=1.0 - smoothing, adjust=True).mean().to_numpy(float)
+            a.plot(xs, ys, style, color=colour, lw=1.4, marker="o" if split == "test" else None, ms=3)
+    if not drawn:
+        a.text(0.5, 0.5, "no data", ha="center", va="center", transform=a.transAxes, color="grey")
+    elif log_scale and positive:
+        a.set_yscale("log")
+    a.set_title(term)
+    a.set_xlabel(x)
+    a.grid(alpha=0.3, which="both" if log_scale else "major")
+
+
+def _curve_legend(runs: list) -> list:
+    """Legend handles of `plot_curves`: a colour per named run, then the train and test styles."""
+    from matplotlib.lines import Line2D
+
     handles = [
         Line2D([], [], color=f"C{k % 10}", lw=2, label=str(run)) for k, run in enumerate(runs) if run is not None
     ]
@@ -218,11 +241,7 @@ def plot_curves(
         Line2D([], [], color="grey", ls="-", label="train"),
         Line2D([], [], color="grey", ls="--", marker="o", ms=3, label="test"),
     ]
-    if ax is None:
-        fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
-    else:
-        axes[0].legend(handles=handles, fontsize=8)
-    return fig
+    return handles
 
 
 def _figure_png(fig: Figure, dpi: int = 90) -> bytes:
@@ -245,61 +264,57 @@ def curve_explorer(
         warnings.warn("ipywidgets is not installed: showing a static figure of every loss term", stacklevel=2)
         return plot_curves(df, terms=[t for t in available if t in LOSS_TERMS] or available[:1])
 
-    run_names = list(dict.fromkeys(df["run"]))
-    runs_w = widgets.SelectMultiple(
-        options=run_names, value=run_names, description="runs", rows=min(6, max(2, len(run_names)))
-    )
-    terms_w = widgets.SelectMultiple(
-        options=available, value=[t for t in terms if t in available] or available[:1], description="terms", rows=6
-    )
-    smooth_w = widgets.FloatSlider(value=0.0, min=0.0, max=0.99, step=0.01, description="smoothing")
-    log_w = widgets.Checkbox(value=True, description="log scale", indent=False)
-    x_w = widgets.Dropdown(options=[c for c in X_COLUMNS if c in df.columns], value="step", description="x")
-    reload_w = widgets.Button(description="reload", tooltip="read the metrics files again")
-    image = widgets.Image(format="png")
-    message = widgets.HTML()
+    c = _explorer_controls(widgets, df, terms, available)
     state = {"df": df}
 
     def redraw(_: Any = None) -> None:
-        if not runs_w.value or not terms_w.value:
-            message.value = "select at least one run and one term"
+        if not c["runs"].value or not c["terms"].value:
+            c["message"].value = "select at least one run and one term"
             return
         data = state["df"]
         fig = plot_curves(
-            data[data["run"].isin(runs_w.value)],
-            terms=terms_w.value,
-            smoothing=smooth_w.value,
-            log_scale=log_w.value,
-            x=x_w.value,
+            data[data["run"].isin(c["runs"].value)],
+            terms=c["terms"].value,
+            smoothing=c["smoothing"].value,
+            log_scale=c["log"].value,
+            x=c["x"].value,
         )
-        image.value = _figure_png(fig)
-        message.value = ""
+        c["image"].value = _figure_png(fig)
+        c["message"].value = ""
 
     def reload(_: Any = None) -> None:
         state["df"] = read_metrics(run_dirs)
         names = list(dict.fromkeys(state["df"]["run"]))
-        keep = [r for r in runs_w.value if r in names] or names
-        runs_w.options = names
-        runs_w.value = keep
+        keep = [r for r in c["runs"].value if r in names] or names
+        c["runs"].options = names
+        c["runs"].value = keep
         redraw()
 
-    for w in (runs_w, terms_w, smooth_w, log_w, x_w):
-        w.observe(redraw, names="value")
-    reload_w.on_click(reload)
+    for name in ("runs", "terms", "smoothing", "log", "x"):
+        c[name].observe(redraw, names="value")
+    c["reload"].on_click(reload)
     redraw()
-    controls = widgets.HBox([runs_w, terms_w, widgets.VBox([smooth_w, x_w, log_w, reload_w])])
-    box = widgets.VBox([controls, message, image])
-    return Panel(
-        box,
-        runs=runs_w,
-        terms=terms_w,
-        smoothing=smooth_w,
-        log=log_w,
-        x=x_w,
-        reload=reload_w,
-        image=image,
-        message=message,
-    )
+    controls = widgets.HBox([c["runs"], c["terms"], widgets.VBox([c["smoothing"], c["x"], c["log"], c["reload"]])])
+    return Panel(widgets.VBox([controls, c["message"], c["image"]]), **c)
+
+
+def _explorer_controls(widgets: Any, df: pd.DataFrame, terms: Sequence[str], available: list[str]) -> dict[str, Any]:
+    """The widgets of `curve_explorer` by control name, set to their first values."""
+    run_names = list(dict.fromkeys(df["run"]))
+    return {
+        "runs": widgets.SelectMultiple(
+            options=run_names, value=run_names, description="runs", rows=min(6, max(2, len(run_names)))
+        ),
+        "terms": widgets.SelectMultiple(
+            options=available, value=[t for t in terms if t in available] or available[:1], description="terms", rows=6
+        ),
+        "smoothing": widgets.FloatSlider(value=0.0, min=0.0, max=0.99, step=0.01, description="smoothing"),
+        "log": widgets.Checkbox(value=True, description="log scale", indent=False),
+        "x": widgets.Dropdown(options=[c for c in X_COLUMNS if c in df.columns], value="step", description="x"),
+        "reload": widgets.Button(description="reload", tooltip="read the metrics files again"),
+        "image": widgets.Image(format="png"),
+        "message": widgets.HTML(),
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -407,33 +422,17 @@ def plot_calibration(
         fig = _figure(figsize=(5.0, 5.4))
         top, hist = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
     else:
-        fig, top, hist = ax.figure, ax, None
+        fig, top, hist = _figure_of(ax), ax, None
     top.set_ylabel(f"actual {name}")
     (hist or top).set_xlabel(f"predicted {name}")
     if p.size == 0:
         top.text(0.5, 0.5, "no data", ha="center", va="center", transform=top.transAxes, color="grey")
         top.set_title(name)
         return fig
-
-    lo, hi = float(p.min()), float(p.max())
-    if strategy == "quantile":
-        edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
-    elif strategy == "uniform":
-        edges = np.linspace(lo, hi, bins + 1)
-    else:
-        raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
-    if edges.size < 2 or edges[-1] <= edges[0]:  # all predictions equal
-        edges = np.array([lo - 0.5, hi + 0.5])
-    nb = edges.size - 1
-    idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, nb - 1)
-    counts = np.bincount(idx, minlength=nb)
+    edges = _calibration_edges(p, bins, strategy)
+    counts, mean_p, mean_a, se = _binned_means(p, a, edges)
     filled = counts > 0
-    c = np.maximum(counts, 1)
-    mean_p = np.bincount(idx, p, nb) / c
-    mean_a = np.bincount(idx, a, nb) / c
-    se = np.sqrt(np.bincount(idx, (a - mean_a[idx]) ** 2, nb) / c / c)
-
-    span = (min(lo, float(a.min())), max(hi, float(a.max())))
+    span = (min(float(p.min()), float(a.min())), max(float(p.max()), float(a.max())))
     top.plot(span, span, ":", color="grey", lw=1, label="perfect")
     top.errorbar(mean_p[filled], mean_a[filled], yerr=se[filled], fmt="o-", ms=4, capsize=2, label="binned mean")
     if hist is not None:
@@ -443,10 +442,40 @@ def plot_calibration(
     else:
         for xp, yp, k in zip(mean_p[filled], mean_a[filled], counts[filled]):
             top.annotate(str(k), (xp, yp), textcoords="offset points", xytext=(4, -10), fontsize=7, color="grey")
-    rmse = float(np.sqrt(np.mean((p - a) ** 2)))
-    bias = float(np.mean(p - a))
-    corr = float(np.corrcoef(p, a)[0, 1]) if p.size > 1 and p.std() > 0 and a.std() > 0 else float("nan")
-    top.set_title(f"{name}: n={p.size}, RMSE {rmse:.3g}, bias {bias:+.3g}, r={corr:.2f}", fontsize=10)
+    top.set_title(_calibration_title(p, a, name), fontsize=10)
     top.grid(alpha=0.3)
     top.legend(fontsize=8, loc="upper left")
     return fig
+
+
+def _calibration_edges(p: np.ndarray, bins: int, strategy: str) -> np.ndarray:
+    """Bin edges over the predictions p: equal width or equal counts; one bin if all are equal."""
+    lo, hi = float(p.min()), float(p.max())
+    if strategy == "quantile":
+        edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
+    elif strategy == "uniform":
+        edges = np.linspace(lo, hi, bins + 1)
+    else:
+        raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
+    if edges.size < 2 or edges[-1] <= edges[0]:  # all predictions equal
+        edges = np.array([lo - 0.5, hi + 0.5])
+    return edges
+
+
+def _binned_means(p: np.ndarray, a: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per bin of p: (count, mean prediction, mean outcome, standard error of the mean outcome)."""
+    nb = edges.size - 1
+    idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, nb - 1)
+    counts = np.bincount(idx, minlength=nb)
+    c = np.maximum(counts, 1)
+    mean_p = np.bincount(idx, p, nb) / c
+    mean_a = np.bincount(idx, a, nb) / c
+    se = np.sqrt(np.bincount(idx, (a - mean_a[idx]) ** 2, nb) / c / c)
+    return counts, mean_p, mean_a, se
+
+
+def _calibration_title(p: np.ndarray, a: np.ndarray, name: str) -> str:
+    rmse = float(np.sqrt(np.mean((p - a) ** 2)))
+    bias = float(np.mean(p - a))
+    corr = float(np.corrcoef(p, a)[0, 1]) if p.size > 1 and p.std() > 0 and a.std() > 0 else float("nan")
+    return f"{name}: n={p.size}, RMSE {rmse:.3g}, bias {bias:+.3g}, r={corr:.2f}"

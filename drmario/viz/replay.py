@@ -77,6 +77,12 @@ def _move_text(pill: Pill, move: Move) -> str:
     return f"{pill} r={move.r} x={move.x} y={move.y} ({ORIENTATION[move.r]})"
 
 
+def _caption(st: ReplayState, i: int) -> str:
+    if st.pill is None or st.move is None:
+        return f"step {i}"
+    return f"step {i}: " + _move_text(st.pill, st.move)
+
+
 def replay_strip(
     record: GameRecord, steps: Sequence[int] | None = None, *, ghost: bool = True, cell: int = 14
 ) -> HTMLView:
@@ -92,9 +98,7 @@ def replay_strip(
             raise ValueError(f"step {s} is outside 0..{n} (the game has {n} moves)")
         picked.append(s % (n + 1))
     svgs = [_state_svg(states[i], i, n, ghost, cell) for i in picked]
-    captions = [
-        f"step {i}: " + _move_text(states[i].pill, states[i].move) if states[i].move else f"step {i}" for i in picked
-    ]
+    captions = [_caption(states[i], i) for i in picked]
     title = f"seed {record.seed}, level {record.level}: {n} moves, {(record.outcome or 'unfinished').replace('_', ' ')}"
     return HTMLView(html_row(svgs, captions, title), svgs)
 
@@ -126,8 +130,11 @@ def replay_widget(
     """
     states = replay_states(record)
     n = len(record.moves)
-    maps = {"search target": _per_step(targets, n, "targets"), "network": _per_step(network_moves, n, "network_moves")}
-    maps = {name: arrays for name, arrays in maps.items() if arrays is not None}
+    maps: dict[str, list[np.ndarray | None]] = {}
+    for name, arrays, what in (("search target", targets, "targets"), ("network", network_moves, "network_moves")):
+        per_step = _per_step(arrays, n, what)
+        if per_step is not None:
+            maps[name] = per_step
     widgets = ipywidgets_or_none()
     if widgets is None:
         warnings.warn("ipywidgets is not installed: showing a static replay strip", stacklevel=2)
@@ -142,21 +149,8 @@ def replay_widget(
     picture = widgets.HTML()
 
     def redraw(_: Any = None) -> None:
-        i = slider.value
-        st = states[i]
-        parts = [_state_svg(st, i, n, ghost.value, cell)]
-        text = [f"step {i}/{n}", f"cleared {st.cleared}/{st.viruses} viruses"]
-        if st.move is not None:
-            text[1:1] = [f"pill {st.pill}", f"plays {_move_text(st.pill, st.move)}"]
-            shown = {name: arrays[i] for name, arrays in maps.items() if toggles[name].value and arrays[i] is not None}
-            for name, arrays in maps.items():
-                if arrays[i] is not None:
-                    text.append(f"{name} p={move_share(st.pill, arrays[i], st.move):.1%}")
-            if shown:
-                chosen = st.move if ghost.value else None
-                parts.append(compare_heatmaps(st.board, st.pill, shown, chosen=chosen, cell=11).html)
-        else:
-            text.insert(1, f"end: {(st.outcome or 'unfinished').replace('_', ' ')}")
+        shown = [name for name in maps if toggles[name].value]
+        text, parts = _replay_view(states, slider.value, maps, shown, ghost.value, cell)
         info.value = escape(" · ".join(text))
         picture.value = (
             f'<div style="display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start">{"".join(parts)}</div>'
@@ -176,3 +170,34 @@ def replay_widget(
         picture=picture,
         **{named[k]: v for k, v in toggles.items()},
     )
+
+
+def _replay_view(
+    states: list[ReplayState],
+    i: int,
+    maps: dict[str, list[np.ndarray | None]],
+    shown: list[str],
+    ghost: bool,
+    cell: int,
+) -> tuple[list[str], list[str]]:
+    """What `replay_widget` shows at step i: (the parts of its info line, the HTML of its pictures:
+    the board, and the heatmaps of the maps named in shown that have an entry at this step)."""
+    n = len(states) - 1
+    st = states[i]
+    parts = [_state_svg(st, i, n, ghost, cell)]
+    text = [f"step {i}/{n}", f"cleared {st.cleared}/{st.viruses} viruses"]
+    if st.move is None or st.pill is None:
+        text.insert(1, f"end: {(st.outcome or 'unfinished').replace('_', ' ')}")
+        return text, parts
+    text[1:1] = [f"pill {st.pill}", f"plays {_move_text(st.pill, st.move)}"]
+    heatmaps: dict[str, np.ndarray] = {}
+    for name, arrays in maps.items():
+        moves = arrays[i]
+        if moves is not None:
+            text.append(f"{name} p={move_share(st.pill, moves, st.move):.1%}")
+            if name in shown:
+                heatmaps[name] = moves
+    if heatmaps:
+        chosen = st.move if ghost else None
+        parts.append(compare_heatmaps(st.board, st.pill, heatmaps, chosen=chosen, cell=11).html)
+    return text, parts

@@ -108,7 +108,7 @@ def main() -> None:
     seeds = rng.integers(2, 0x10000, 210)
     levels = [dm.new_level(int(s), i % 21) for i, s in enumerate(seeds)]
     starts = np.stack([lv.board.cells for lv in levels])
-    first_pills = np.array([lv.pills[0].index for lv in levels], np.int64)
+    first_pills = np.array([lv.pills[0].number for lv in levels], np.int64)
     state = np.array([12345], np.uint64)
     level_seeds = rng.integers(2, 0x10000, 1000).astype(np.int64)
     t = args.seconds

@@ -66,7 +66,7 @@ def setting(
 
 def _copy(value: Any) -> Any:
     if isinstance(value, Settings):
-        return dataclasses.replace(value)
+        return value.replace()
     return json.loads(json.dumps(value))
 
 
@@ -136,7 +136,8 @@ class Settings:
         return cls(**d)
 
     def replace(self: S, **changes: Any) -> S:
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        """A copy with some settings changed (validated like a new one)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]  # (subclasses are dataclasses)
 
     def with_overrides(self: S, overrides: Mapping[str, Any]) -> S:
         """A copy with dotted settings replaced, e.g. {"search.simulations": 400, "games": 8}."""
@@ -154,7 +155,8 @@ class Settings:
                 inner = f"{prefix}{f.name}_" if f.metadata.get("prefix") else prefix
                 yield from tp.leaves(inner, f"{dotted}.")
             else:
-                default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+                factory: Any = f.default_factory
+                default = factory() if f.default is dataclasses.MISSING else f.default
                 yield SettingInfo(f"{prefix}{f.name}", dotted, tp, default, f.metadata.get("doc", ""), cls)
 
 
@@ -232,9 +234,14 @@ def type_text(tp: Any) -> str:
 # Validation
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """The resolved field annotations of a settings class (cached: resolving them is slow)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def _show(value: Any) -> str:

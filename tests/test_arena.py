@@ -24,7 +24,7 @@ from drmario.search.searcher import Position, RolloutEvaluator, SearchConfig
 def test_evaluation_games_are_fixed(tmp_path):
     a = evaluation_games([0, 5], 3, seed=7)
     assert a == evaluation_games([0, 5], 3, seed=7)
-    assert [g.level for g in a] == [0, 0, 0, 5, 5, 5] and [g.index for g in a] == list(range(6))
+    assert [g.level for g in a] == [0, 0, 0, 5, 5, 5] and [g.number for g in a] == list(range(6))
     save_games(a, tmp_path / "games.json")
     assert load_games(tmp_path / "games.json") == a
     (tmp_path / "bad.json").write_text("[[1, 2]]")

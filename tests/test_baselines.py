@@ -101,7 +101,7 @@ def hand_max(net: FixedQ, cells: np.ndarray, pill: dm.Pill, chooser: FixedQ | No
     moves = dm.legal_moves(dm.Board(cells), pill)
 
     def q(n, m):
-        return n.scale * (move_index(m) % 7) + 10.0 * pill.index
+        return n.scale * (move_index(m) % 7) + 10.0 * pill.number
 
     if chooser is None:
         return max(q(net, m) for m in moves)

@@ -48,7 +48,7 @@ def test_board_coordinates_follow_rules_example():
 @pytest.mark.parametrize("pill", dm.ALL_PILLS)
 def test_pill_string_round_trip(pill):
     assert dm.Pill.from_string(pill.to_string()) == pill
-    assert dm.Pill.from_index(pill.index) == pill
+    assert dm.Pill.from_number(pill.number) == pill
 
 
 def test_pill_strings_from_rules():
@@ -221,7 +221,7 @@ def test_pill_sequence_modes():
     iid = dm.PillSequence("iid", level)
     again = dm.PillSequence("iid", level)
     assert [iid[k] for k in range(600)] == [again[k] for k in range(600)]
-    counts = np.bincount([iid[k].index for k in range(600)], minlength=9)
+    counts = np.bincount([iid[k].number for k in range(600)], minlength=9)
     assert counts.min() > 30  # every pair appears (600 draws of 9 values)
     with pytest.raises(ValueError, match="pill mode"):
         dm.PillSequence("random", level)

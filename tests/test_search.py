@@ -200,7 +200,7 @@ def test_the_preview_resolves_the_roots_chance_nodes_only(mode):
     below_root = [f.e_chance[e] for e in root_edges if f.e_chance[e] >= 0 and f.c_outcome[f.e_chance[e]] == K.RUNNING]
     assert below_root
     for c in below_root:  # after the root's placement comes the preview, and only the preview
-        assert f.c_visits[c].sum() == f.c_visits[c, game.next_pill.index] > 0
+        assert f.c_visits[c].sum() == f.c_visits[c, game.next_pill.number] > 0
     if mode == "puct":  # (round 0 spends 60 simulations near the root; puct goes deeper)
         deeper = [c for c in range(f.used[2]) if c not in below_root and f.c_visits[c].sum() >= 2]
         assert any((f.c_visits[c] > 0).sum() > 1 for c in deeper)  # later pills stay chance nodes
@@ -208,7 +208,7 @@ def test_the_preview_resolves_the_roots_chance_nodes_only(mode):
     blind.search([Position.of(game)], seeds=[3])
     g = blind.forest
     assert any((g.c_visits[c] > 0).sum() > 1 for c in range(g.used[2]) if g.c_visits[c].sum() >= 2)
-    other = Position.of(game)._replace(preview=dm.Pill.from_index((game.next_pill.index + 1) % 9))
+    other = Position.of(game)._replace(preview=dm.Pill.from_number((game.next_pill.number + 1) % 9))
     assert not np.array_equal(search(other, SearchConfig(simulations=60), seed=3).value, blind.results()[0].value)
 
 

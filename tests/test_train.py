@@ -248,3 +248,34 @@ def test_ddp_with_torchrun_on_cpu(tmp_path):
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert rows[0].startswith("step,") and len([r for r in rows if ",train," in r]) == 3  # steps 4, 8, 12
     assert (run_dir / "checkpoints" / "step-000012.pt").exists()
+
+
+def test_a_changed_weight_is_caught_by_the_digest(tmp_path):
+    from drmario.learn.net import DrMarioNet, save_net
+
+    path = save_net(DrMarioNet(NetConfig(filters=4, blocks=0)), tmp_path / "net.pt")
+    state = torch.load(path, weights_only=True)
+    name = next(iter(state["model"]))
+    state["model"][name].view(-1)[0] += 1961.7  # a flipped byte that still unpickles
+    torch.save(state, path)  # keeps the old digest
+    with pytest.raises(CheckpointError, match=r"net\.pt is corrupted: its content does not match"):
+        load_net(path)
+    (tmp_path / "cut.pt").write_bytes(path.read_bytes()[:300])
+    with pytest.raises(CheckpointError, match=r"cut\.pt cannot be read"):
+        read_checkpoint(tmp_path / "cut.pt")
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, examples):
+    cfg = tiny(steps=20, checkpoint_every=10, eval_every=10)
+    train(cfg, tmp_path, examples)
+    latest = tmp_path / "checkpoints" / "latest.pt"
+    latest.write_bytes(latest.read_bytes()[: latest.stat().st_size // 2])  # cut by a crash or a full disk
+    (tmp_path / "checkpoints" / "step-000020.pt").unlink()
+    with pytest.warns(UserWarning, match=r"latest\.pt cannot be read.*resuming from .*step-000010\.pt instead"):
+        result = train(cfg.replace(steps=30), tmp_path, examples)
+    assert result.step == 30 and result.stopped is None
+    with open(tmp_path / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows if r["split"] == "train"] == sorted(
+        {int(r["step"]) for r in rows if r["split"] == "train"}
+    )

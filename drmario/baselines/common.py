@@ -3,7 +3,7 @@ and the run directory (config.json, metrics.csv, checkpoints) with its metrics w
 
 Moves are the 512 output slots of `drmario.encode` (flat ``r * 128 + x * 16 + y``); a same-colour
 pill uses only the canonical r in {0, 1} (rules.md section 3), so its slots r = 2, 3 stay masked.
-The 9 pills are indexed like `Pill.index`: ``3 * (left - 1) + (right - 1)``, colours red, yellow, blue.
+The 9 pills are indexed like `Pill.number`: ``3 * (left - 1) + (right - 1)``, colours red, yellow, blue.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from drmario.learn.net import CheckpointError, load_file, save_checkpoint
 from drmario.search.searcher import pill_probs_problems
 from drmario.settings import Settings
 
-PILLS = np.array([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)], np.uint8)  # uint8[9, 2] in Pill.index order
+PILLS = np.array([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)], np.uint8)  # uint8[9, 2] in Pill.number order
 SLOTS = 4 * K.WIDTH * K.HEIGHT  # 512
 
 

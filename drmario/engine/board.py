@@ -103,6 +103,8 @@ class Board:
     """
 
     __slots__ = ("_cells", "_hash")
+    _cells: np.ndarray
+    _hash: int | None
 
     def __init__(self, cells: np.ndarray) -> None:
         cells = np.array(cells, dtype=np.uint8)
@@ -222,14 +224,14 @@ class Pill(NamedTuple):
         return cls(*halves)
 
     @classmethod
-    def from_index(cls, index: int) -> Pill:
+    def from_number(cls, index: int) -> Pill:
         """The pill with index ``3 * (left - 1) + (right - 1)`` (0..8, colours in order r, y, b)."""
         if not 0 <= index < 9:
             raise ValueError(f"pill index must be in 0..8, got {index}")
         return cls(Colour(index // 3 + 1), Colour(index % 3 + 1))
 
     @property
-    def index(self) -> int:
+    def number(self) -> int:
         return 3 * (self.left - 1) + (self.right - 1)
 
     @property
@@ -246,7 +248,7 @@ class Pill(NamedTuple):
         return self.left.letter + self.right.letter
 
 
-ALL_PILLS: tuple[Pill, ...] = tuple(Pill.from_index(i) for i in range(9))
+ALL_PILLS: tuple[Pill, ...] = tuple(Pill.from_number(i) for i in range(9))
 
 
 class Move(NamedTuple):

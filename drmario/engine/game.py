@@ -75,7 +75,7 @@ class GameRecord:
         return cls.from_dict(json.loads(text))
 
     def new_game(self) -> Game:
-        return Game(self.seed, self.level, pill_mode=self.pill_mode, stall_limit=self.stall_limit)
+        return Game(self.seed, self.level, pill_mode=self.pill_mode, stall_limit=self.stall_limit)  # type: ignore[arg-type]  # (checked by PillSequence)
 
     def steps(self) -> Iterator[tuple[Game, Move, PlaceResult]]:
         """Replay move by move, yielding (game before the move, move, result). The game object is
@@ -172,7 +172,7 @@ class Game:
 
     def play(self, move: Move) -> PlaceResult:
         """Place the current pill at move (any r for a same-colour pill) and resolve."""
-        if self.over:
+        if self.outcome is not None:
             raise ValueError(f"game is over ({self.outcome.value}); no more moves")
         pill = self.pill
         move = canonical(pill, Move(*move))

@@ -23,7 +23,7 @@ cross-entropy stays finite whatever the logits.
 from __future__ import annotations
 
 import copy
-import os
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -36,7 +36,9 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
+from drmario.files import atomic_file
 from drmario.learn.encode import N_PLANES, planes_torch
+from drmario.search.searcher import Prediction
 from drmario.settings import Settings, setting
 
 CELLS = K.WIDTH * K.HEIGHT  # 128 board cells
@@ -248,31 +250,62 @@ def loss_terms(
 # Checkpoints
 
 
+DIGEST = "sha256"  # the checkpoint key holding the content digest
+
+
+def state_digest(state: object) -> str:
+    """SHA-256 of a checkpoint's content: every tensor's dtype, shape and bytes, and every other
+    value's repr, walked in key order (so it is stable across saves and loads)."""
+    h = hashlib.sha256()
+
+    def walk(value: object) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            for key in sorted(value, key=repr):
+                if key != DIGEST:
+                    h.update(repr(key).encode())
+                    walk(value[key])
+        elif isinstance(value, (list, tuple)):
+            h.update(f"L{len(value)}".encode())
+            for item in value:
+                walk(item)
+        else:
+            h.update(repr(value).encode())
+
+    walk(state)
+    return h.hexdigest()
+
+
 def save_checkpoint(path: str | Path, state: dict) -> Path:
-    """torch.save state to path atomically (a temporary file, then os.replace)."""
+    """torch.save state, with its content digest (`state_digest`), to path atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with atomic_file(path, "wb") as f:
+        torch.save({**state, DIGEST: state_digest(state)}, f)
     return path
 
 
 def load_file(path: str | Path) -> object:
-    """torch.load onto the CPU, weights only (no code runs). FileNotFoundError if path is missing;
-    CheckpointError naming the file if it is truncated or corrupted."""
+    """torch.load onto the CPU, weights only (no code runs), and check the content digest if the
+    file has one. FileNotFoundError if path is missing; CheckpointError naming the file if it is
+    truncated or corrupted (a flipped byte in a weight changes the digest)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for damaged files
         raise CheckpointError(
             f"checkpoint {path} cannot be read (truncated or corrupted?): {type(e).__name__}: {e}"
         ) from e
+    if isinstance(state, dict) and DIGEST in state:
+        saved = state.pop(DIGEST)
+        if saved != state_digest(state):
+            raise CheckpointError(f"checkpoint {path} is corrupted: its content does not match its sha256 digest")
+    return state
 
 
 def read_checkpoint(path: str | Path) -> dict:
@@ -335,20 +368,11 @@ def load_net(path: str | Path, cfg: NetConfig | None = None) -> DrMarioNet:
 # Inference
 
 
-class NetPrediction(NamedTuple):
-    """Player.evaluate's answer for N positions (numpy, float32)."""
-
-    won: np.ndarray  # [N]
-    cleared: np.ndarray  # [N]
-    duration: np.ndarray  # [N]
-    moves: np.ndarray  # [N, 4, 8, 16]
-
-
 class Player:
     """A network ready for play: a private copy with batch norms folded in, in eval mode, on device
     in dtype (bfloat16 on CUDA, float32 elsewhere, by default), channels_last on CUDA.
 
-    evaluate(cells uint8[N, 8, 16], pills uint8[N, 2], legal bool[N, 4, 8, 16] | None) -> NetPrediction,
+    evaluate(cells uint8[N, 8, 16], pills uint8[N, 2], legal bool[N, 4, 8, 16] | None) -> Prediction,
     in chunks of `chunk` positions; positions travel to the device compact (130 bytes each).
     """
 
@@ -367,7 +391,7 @@ class Player:
         self.config = net.cfg
         module = copy.deepcopy(net).fuse_bn().to(device=self.device, dtype=self.dtype)
         if cuda:
-            module = module.to(memory_format=torch.channels_last)
+            module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # (torch's stubs)
         self.module = module
         self._forward = torch.compile(module, dynamic=True) if compile else module
 
@@ -381,7 +405,7 @@ class Player:
         return self._forward(planes, legal)
 
     @torch.inference_mode()
-    def evaluate(self, cells: np.ndarray, pills: np.ndarray, legal: np.ndarray | None = None) -> NetPrediction:
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray, legal: np.ndarray | None = None) -> Prediction:
         cells = np.ascontiguousarray(cells, np.uint8)
         pills = np.ascontiguousarray(pills, np.uint8)
         n = len(cells)
@@ -393,7 +417,7 @@ class Player:
             legal = np.ascontiguousarray(legal, bool)
             if legal.shape != (n, *MOVES_SHAPE):
                 raise ValueError(f"evaluate needs legal bool[N, 4, 8, 16] with N={n}, got {legal.shape}")
-        out = NetPrediction(
+        out = Prediction(
             np.empty(n, np.float32),
             np.empty(n, np.float32),
             np.empty(n, np.float32),
@@ -410,7 +434,7 @@ class Player:
             o = self.forward(x, mask)
             # one device-to-host copy per chunk: [won, cleared, duration, 512 moves]
             flat = torch.cat([o.won[:, None], o.cleared[:, None], o.duration[:, None], o.moves.flatten(1)], 1)
-            flat = flat.float().cpu().numpy()
+            flat = flat.float().cpu().numpy()  # type: ignore[assignment]  # (numpy from here on)
             out.won[s:e], out.cleared[s:e], out.duration[s:e] = flat[:, 0], flat[:, 1], flat[:, 2]
             out.moves[s:e] = flat[:, 3:].reshape(e - s, *MOVES_SHAPE)
         return out

@@ -27,8 +27,6 @@ exactly; AdamW: decoupled decay, a different regulariser). The reg term is logge
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import math
 import os
@@ -43,6 +41,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from drmario.files import MetricsCSV, write_atomic
 from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet
 from drmario.learn.net import (
     CheckpointError,
@@ -52,11 +51,12 @@ from drmario.learn.net import (
     load_state,
     loss_terms,
     read_checkpoint,
+    save_checkpoint,
     weight_norm2,
 )
 from drmario.settings import Settings, setting
 
-COLUMNS = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
+COLUMNS: tuple[str, ...] = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
 COLUMNS += ("loss", "won", "cleared", "duration", "moves", "reg")
 TERMS = ("total", "won", "cleared", "duration", "moves", "reg")  # order of the on-device term vectors
 # config fields that may change between a run and its resumption without a warning
@@ -219,55 +219,42 @@ def _permutation(n: int, seed: int, epoch: int, device: torch.device) -> torch.T
     return torch.randperm(n, generator=g).to(device)
 
 
-def _fmt(v) -> str:
-    return f"{v:.7g}" if isinstance(v, float) else str(v)
-
-
-def _append_row(path: Path, row: dict) -> None:
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a") as f:
-        if new:
-            f.write(",".join(COLUMNS) + "\n")
-        f.write(",".join(_fmt(row[c]) for c in COLUMNS) + "\n")
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop rows written after the checkpoint we resume from (a run that died after logging them)."""
-    if not path.exists():
-        return
-    lines = path.read_text().splitlines(keepends=True)
-    keep = lines[:1] + [ln for ln in lines[1:] if ln.strip() and int(ln.split(",", 1)[0]) <= step]
-    if len(keep) != len(lines):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(keep))
-        os.replace(tmp, path)
-
-
-def _last_rows(path: Path) -> tuple[dict[str, float], dict[str, float]]:
+def _last_rows(metrics: MetricsCSV) -> tuple[dict[str, float], dict[str, float]]:
     """The loss terms of the last train and test rows of metrics.csv ({} where there are none)."""
     last: dict[str, dict[str, float]] = {"train": {}, "test": {}}
-    if path.exists():
-        with open(path) as f:
-            for r in csv.DictReader(f):
-                last[r["split"]] = {k: float(r[k]) for k in COLUMNS[7:]}
+    for r in metrics.rows():
+        last[r["split"]] = {k: float(r[k]) for k in COLUMNS[7:]}
     return last["train"], last["test"]
 
 
 def _write_checkpoint(ckpt_dir: Path, state: dict, keep: int) -> Path:
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    data = buf.getvalue()
     for name in (f"step-{state['step']:06d}.pt", "latest.pt"):
-        tmp = ckpt_dir / f"{name}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, ckpt_dir / name)
+        save_checkpoint(ckpt_dir / name, state)
     if keep:
         for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
             old.unlink()
     return ckpt_dir / "latest.pt"
+
+
+def _resume_from(ckpt_dir: Path) -> tuple[Path, dict] | None:
+    """The newest intact checkpoint of a run: latest.pt, or if it is damaged the newest step-*.pt
+    that reads and matches its digest (saying which file was skipped and which is used)."""
+    candidates = [ckpt_dir / "latest.pt", *sorted(ckpt_dir.glob("step-*.pt"), reverse=True)]
+    damaged: list[str] = []
+    for path in candidates:
+        if not path.exists():
+            continue
+        try:
+            state = read_checkpoint(path)
+        except CheckpointError as e:
+            damaged.append(str(e))
+            continue
+        if damaged:
+            warnings.warn(f"{'; '.join(damaged)}; resuming from {path} instead", stacklevel=3)
+        return path, state
+    if damaged:
+        raise CheckpointError(f"no intact checkpoint in {ckpt_dir}: {'; '.join(damaged)}")
+    return None
 
 
 def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
@@ -311,7 +298,8 @@ class Trainer:
             raise ValueError(f"batch_size {cfg.batch_size} must divide evenly over {self.world} processes")
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        self.metrics_path, latest = self.run_dir / "metrics.csv", self.ckpt_dir / "latest.pt"
+        self.metrics_path = self.run_dir / "metrics.csv"
+        self.metrics = MetricsCSV(self.metrics_path, COLUMNS, digits=7)
         self.device = device = resolve_device(cfg.device)
         self.cuda = device.type == "cuda"
         if self.cuda:
@@ -319,13 +307,14 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = model = DrMarioNet(cfg.net).to(device)
         if self.cuda and cfg.channels_last:
-            self.model = model = model.to(memory_format=torch.channels_last)
+            self.model = model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # (stubs)
         self.opt = make_optimizer(model, cfg)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg))
         self.step, self.epoch, self.index, elapsed, self.skipped = 0, 0, 0, 0.0, 0
         self.checkpoint_path: Path | None = None
-        if latest.exists():
-            ck = read_checkpoint(latest)
+        resume = _resume_from(self.ckpt_dir)
+        if resume is not None:
+            latest, ck = resume
             _check_resume(ck.get("config", {}), cfg, latest)
             load_state(model, ck["model"], latest, checkpoint_config(ck, latest))
             self.opt.load_state_dict(ck["optimizer"])
@@ -338,19 +327,19 @@ class Trainer:
             self.checkpoint_path = latest
         self.checkpoint_step = self.step
         if self.rank == 0:
-            _truncate_metrics(self.metrics_path, self.step)  # rows logged after the checkpoint are redone
-            (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-        net = model
+            self.metrics.truncate(self.step)  # rows logged after the checkpoint are redone
+            write_atomic(self.run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
+        net: torch.nn.Module = model
         if self.world > 1:
             # Every process takes its share of each batch; gradients are averaged across them.
             # Batch norms use each process's share for their statistics (no SyncBatchNorm).
             from torch.nn.parallel import DistributedDataParallel
 
             net = DistributedDataParallel(model, device_ids=[device.index] if self.cuda else None)
-        self.net = torch.compile(net) if cfg.compile else net
+        self.net: torch.nn.Module = torch.compile(net) if cfg.compile else net  # type: ignore[assignment]  # (stubs)
         model.train()
         self.t0 = time.perf_counter() - elapsed
-        self.last_train, self.last_test = _last_rows(self.metrics_path)  # a finished run returns its results
+        self.last_train, self.last_test = _last_rows(self.metrics)  # a finished run returns its results
         self.train_dev: DeviceExamples | None = None
         self.test_dev: DeviceExamples | None = None
         self.n_train = self.n_test = 0
@@ -393,11 +382,10 @@ class Trainer:
         return self.checkpoint_path
 
     def _row(self, split: str, terms: list[float], lr: float, rate: float) -> dict[str, float]:
-        losses = {k: float(_fmt(v)) for k, v in zip(("loss", *TERMS[1:]), terms)}  # as written
+        losses = {k: float(self.metrics.format(v)) for k, v in zip(("loss", *TERMS[1:]), terms)}  # as written
         if self.rank != 0:
             return losses
-        _append_row(
-            self.metrics_path,
+        self.metrics.append(
             {
                 "step": self.step,
                 "epoch": round(self.step / self.per_epoch, 4),
@@ -478,10 +466,10 @@ class Trainer:
                 break
             if due_eval or due_ckpt:
                 t = time.perf_counter()
-                if due_eval and self.rank == 0:
-                    terms = evaluate(model, self.test_dev, cfg, device).tolist()
+                if due_eval and self.rank == 0 and self.test_dev is not None:
+                    test_terms = evaluate(model, self.test_dev, cfg, device).tolist()
                     rate = len(self.test_dev) / max(time.perf_counter() - t, 1e-9)
-                    self.last_test = self._row("test", terms, lr, rate)
+                    self.last_test = self._row("test", test_terms, lr, rate)
                 if due_ckpt:
                     self.checkpoint()
                 paused += time.perf_counter() - t

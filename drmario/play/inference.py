@@ -20,9 +20,9 @@ import multiprocessing as mp
 import queue
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing import shared_memory
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -56,7 +56,9 @@ class InferenceStats:
         self.histogram[int(np.searchsorted(HISTOGRAM_EDGES, n, side="right")) - 1] += 1
 
     def reset(self) -> None:
-        self.__init__()
+        fresh = InferenceStats()
+        for f in fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
 
     def row(self) -> dict:
         """A metrics row: wall time, positions/s, busy fraction and the batch-size histogram."""
@@ -116,7 +118,7 @@ class BatchedInference:
         self._buffers: dict[tuple[int, int], dict] = {}
         self._next_slot = dict.fromkeys(self.buckets, 0)
         self._slots = slots
-        self._pending: dict[tuple[int, int], object] = {}  # slot -> CPU result or CUDA events
+        self._pending: dict[tuple[int, int], Any] = {}  # slot -> CPU result or CUDA events
 
     # --- buffers and the captured forward pass per (bucket, slot)
 
@@ -336,9 +338,9 @@ def _serve(net_state: dict, device: str, buckets: Sequence[int], requests, answe
             last_log = time.perf_counter()
     if log is not None:
         log.put(engine.stats.row())
-    for worker in shms:
-        for s in worker:
-            s.close()
+    for worker_shms in shms:
+        for shm in worker_shms:
+            shm.close()
 
 
 def _answer(engine: BatchedInference, item, channels, answers) -> None:

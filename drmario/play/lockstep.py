@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from drmario.engine.game import Game, GameRecord
+from drmario.engine.level import PillMode
 from drmario.play.agents import Agent, Decision, SearchAgent
 from drmario.search.searcher import Position, Searcher
 
@@ -29,7 +30,7 @@ OnFinish = Callable[[GameRecord, list[Decision]], None]
 class GameSpec(NamedTuple):
     """A game to play: where it starts, and its index in a run (for seeds and records)."""
 
-    index: int
+    number: int  # the game's number in its run (seeds and records)
     seed: int
     level: int
 
@@ -42,7 +43,7 @@ def decision_seed(base: int, game: int, pill: int) -> int:
 class _Rules(NamedTuple):
     name: str
     base_seed: int
-    pill_mode: str
+    pill_mode: PillMode
     stall_limit: int | None
     max_pills: int
     on_finish: OnFinish | None
@@ -61,7 +62,8 @@ class GameSlots:
         for k in range(len(self.slots)):
             if self.slots[k] is None and self.queue:
                 spec = self.queue.pop()
-                game = Game(spec.seed, spec.level, pill_mode=self.rules.pill_mode, stall_limit=self.rules.stall_limit)
+                rules = self.rules
+                game = Game(spec.seed, spec.level, pill_mode=rules.pill_mode, stall_limit=rules.stall_limit)
                 self.slots[k] = (spec, game, [], [0.0])
 
     def _running(self) -> list[tuple[GameSpec, Game, list[Decision], list[float]]]:
@@ -76,7 +78,7 @@ class GameSlots:
 
     def seeds(self) -> list[int]:
         base = self.rules.base_seed
-        return [decision_seed(base, spec.index, game.pills_used) for spec, game, _, _ in self._running()]
+        return [decision_seed(base, spec.number, game.pills_used) for spec, game, _, _ in self._running()]
 
     def apply(self, decisions: Sequence[Decision], seconds: float) -> None:
         """Play one decision in each running game (in slot order), then refill."""
@@ -88,11 +90,11 @@ class GameSlots:
             made.append(decision)
             clock[0] += seconds / len(running)
             if game.over or game.pills_used >= rules.max_pills:
-                meta = {"agent": rules.name, "index": spec.index, "seconds": round(clock[0], 6)}
+                meta = {"agent": rules.name, "index": spec.number, "seconds": round(clock[0], 6)}
                 if not game.over:
                     meta["unfinished"] = f"stopped at max_pills={rules.max_pills}"
                 record = game.record(**meta)
-                self.records[spec.index] = record
+                self.records[spec.number] = record
                 if rules.on_finish is not None:
                     rules.on_finish(record, made)
                 if rules.bar is not None:
@@ -107,7 +109,7 @@ def play_lockstep(
     *,
     lockstep: int = 16,
     base_seed: int = 0,
-    pill_mode: str = "nes",
+    pill_mode: PillMode = "nes",
     stall_limit: int | None = None,
     max_pills: int = 2000,
     on_finish: OnFinish | None = None,
@@ -133,7 +135,7 @@ def play_lockstep(
                 start = time.perf_counter()
                 decisions = agent.choose(slots.positions(), slots.seeds())
                 slots.apply(decisions, time.perf_counter() - start)
-    return [records[s.index] for s in specs]
+    return [records[s.number] for s in specs]
 
 
 def _play_overlapped(agent: SearchAgent, halves: list[GameSlots]) -> None:

@@ -29,7 +29,7 @@ from drmario.learn.example_files import read_sidecar, write_examples
 from drmario.learn.examples import game_examples
 from drmario.play.agents import SearchAgent
 from drmario.play.lockstep import GameSpec, play_lockstep
-from drmario.search.searcher import SearchConfig
+from drmario.search.searcher import Evaluator, SearchConfig
 from drmario.settings import Settings, setting
 
 SHARDS = "examples"
@@ -93,14 +93,14 @@ def _records_path(shard: Path) -> Path:
 def done_games(run_dir: str | Path) -> set[int]:
     """Indices of the games already written in run_dir, from the sidecars of the shards present
     (a shard's data file is renamed into place after its sidecar, so both are complete)."""
-    done = set()
+    done: set[int] = set()
     for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
         done.update(int(g["index"]) for g in (read_sidecar(shard) or {}).get("games", []))
     return done
 
 
 def _make_agent(cfg: SelfPlayConfig) -> SearchAgent:
-    evaluator = None
+    evaluator: Evaluator | None = None
     if cfg.workers > 1:
         import torch
 
@@ -144,8 +144,8 @@ def play_shard(
         max_pills=cfg.max_pills,
         on_finish=keep,
     )
-    ordered = [finished[s.index] for s in specs]
-    shard = _shard_path(Path(run_dir), specs[0].index)
+    ordered = [finished[s.number] for s in specs]
+    shard = _shard_path(Path(run_dir), specs[0].number)
     records = _records_path(shard)
     for folder in (shard.parent, records.parent):
         folder.mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,7 @@ def generate(cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True)
     else:
         write_atomic(settings, json.dumps(cfg.to_dict(), indent=1) + "\n")
     done = done_games(run_dir)
-    todo = [s for s in cfg.game_specs() if s.index not in done]
+    todo = [s for s in cfg.game_specs() if s.number not in done]
     shards = [todo[i : i + cfg.games_per_shard] for i in range(0, len(todo), cfg.games_per_shard)]
     bar = tqdm(total=cfg.games, initial=cfg.games - len(todo), desc="self-play games", disable=not progress)
     cfg_dict = cfg.to_dict()
@@ -218,6 +218,7 @@ def _generate_with_server(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run
     ctx = _spawn()
     done = ctx.Queue()
     metrics = run_dir / "metrics.csv"
+    assert cfg.network is not None  # checked by SelfPlayConfig: a network search
     with InferenceServer(load_net(cfg.network), cfg.workers, device=cfg.device) as server:
         procs = [
             ctx.Process(

@@ -77,8 +77,10 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
     if kind == "greedy":
         return GreedyAgent()
     if kind in ("mcts", "mcts-greedy"):
-        policy = "greedy" if kind == "mcts-greedy" else "random"
-        return SearchAgent(SearchConfig(simulations=n, root_rollouts=1, rollout_policy=policy), name=name)
+        cfg = SearchConfig(
+            simulations=n, root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random"
+        )
+        return SearchAgent(cfg, name=name)
     source = path or network
     if source is None:
         raise ValueError(f"agent {spec!r} needs a checkpoint: {kind}@PATH, or a network")
@@ -96,8 +98,8 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
     player = source if isinstance(source, Player) else load_player(source, resolve_device(device))
     if kind == "policy":
         return PolicyAgent(player, name=name)
-    mode = "gumbel" if kind == "net-gumbel" else "puct"
-    return SearchAgent(SearchConfig(mode=mode, simulations=n, dirichlet_fraction=0.0), player, name=name)
+    cfg = SearchConfig(mode="gumbel" if kind == "net-gumbel" else "puct", simulations=n, dirichlet_fraction=0.0)
+    return SearchAgent(cfg, player, name=name)
 
 
 def make_agents(

@@ -97,13 +97,15 @@ class _LiveCurves:
         self.seen = stamp
         if df.empty:
             return
-        last = df.iloc[-1]
-        test = df[df["split"] == "test"]
-        text = f"step {int(last['step']):,}/{self.steps:,} · loss {df[df['split'] == 'train']['loss'].iloc[-1]:.4g}"
+        train, test = df[df["split"] == "train"], df[df["split"] == "test"]
+        if train.empty:
+            return
+        last = train.iloc[-1]  # training speed: a test row's samples/s is the evaluation's
+        text = f"step {int(last['step']):,}/{self.steps:,} · loss {last['loss']:.4g}"
         if len(test):
             text += f" (test {test['loss'].iloc[-1]:.4g})"
-        text += f" · {last['samples_per_s']:,.0f} samples/s · {time.perf_counter() - self.start:.0f} s"
-        if self.status is None:
+        text += f" · {last['samples_per_s']:,.0f} training samples/s · {time.perf_counter() - self.start:.0f} s"
+        if self.status is None or self.figure is None:
             print(text, flush=True)
             return
         from IPython.display import HTML
@@ -226,7 +228,7 @@ def record_positions(record: GameRecord) -> tuple[np.ndarray, np.ndarray]:
 
 
 def predict(player: Player, cells: np.ndarray, pills: np.ndarray):
-    """The network at these positions with its moves masked to the legal ones (`net.NetPrediction`)."""
+    """The network at these positions with its moves masked to the legal ones (`search.Prediction`)."""
     from drmario.engine import kernels as K
 
     legal = np.zeros((len(cells), 4, K.WIDTH, K.HEIGHT), np.uint8)
@@ -308,7 +310,8 @@ def arena_by_round(run_dir: str | Path) -> pd.DataFrame:
 
     from drmario.run.agents import NETWORK_KINDS, parse_spec
 
-    frames, seen = [], set()
+    frames: list[pd.DataFrame] = []
+    seen: set[str] = set()
     k = 0
     while train_dir(run_dir, k).exists():
         path = analysis_dir(run_dir, k) / "arena.csv"

@@ -246,6 +246,7 @@ class Searcher:
         while not self.done:
             batch = self.leaves()
             if batch is not None:
+                assert self.evaluator is not None  # round 0 is done after start(); others need one (__init__)
                 self.finish(self.evaluator.evaluate(*batch))
         return self.results()
 
@@ -272,7 +273,7 @@ class Searcher:
                 raise ValueError(f"position {i}: a spawn cell is occupied, so there is no move to search")
             cells[i], pills[i], stalls[i] = pos.cells, (pos.pill.left, pos.pill.right), pos.stall
             if cfg.use_preview and pos.preview is not None:
-                previews[i] = pos.preview.index
+                previews[i] = pos.preview.number
         seed_array = np.zeros(games, np.uint64)
         seed_array[:g] = np.asarray(seeds, np.uint64)
         self._reserve(games, 0, 0)
@@ -367,7 +368,7 @@ class Searcher:
         n = mcts.root_table(f, g, self._probs, moves_buf, stats)
         moves = [Move(*m) for m in moves_buf[:n].tolist()]
         prior, visits, value = stats[:n, 0].copy(), stats[:n, 1].copy(), stats[:n, 2].copy()
-        pill = Pill.from_index(3 * (int(f.d_pill[f.root[g], 0]) - 1) + int(f.d_pill[f.root[g], 1]) - 1)
+        pill = Pill.from_number(3 * (int(f.d_pill[f.root[g], 0]) - 1) + int(f.d_pill[f.root[g], 1]) - 1)
         if cfg.mode == "round0":
             weights = np.maximum(np.nan_to_num(value, nan=0.0), 1e-6) ** cfg.target_power
             best = int(np.argmax(np.nan_to_num(value, nan=-1.0)))

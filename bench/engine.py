@@ -67,11 +67,14 @@ def random_games(starts, first_pills, state, stall_limit):
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     scores = np.empty(K.MAX_MOVES)
     cdf = np.cumsum(np.full(9, 1 / 9))
+    weights = np.zeros(1)  # (the expert's, unused by random rollouts)
     pills_used = 0
     for i in range(starts.shape[0]):
         board = starts[i].copy()
         left = K.count_viruses(board)
-        _, _, used = rollout(board, first_pills[i], left, 0, stall_limit, 1 << 30, RANDOM, cdf, state, moves, scores)
+        _, _, used = rollout(
+            board, first_pills[i], left, 0, stall_limit, 1 << 30, RANDOM, weights, cdf, state, moves, scores
+        )
         pills_used += used
     return pills_used
 

@@ -29,7 +29,7 @@ from drmario.learn.example_files import read_sidecar, write_examples
 from drmario.learn.examples import game_examples
 from drmario.play.agents import SearchAgent
 from drmario.play.lockstep import GameSpec, play_lockstep
-from drmario.search.searcher import Evaluator, SearchConfig
+from drmario.search.searcher import NO_NETWORK, Evaluator, SearchConfig
 from drmario.settings import Settings, setting
 
 SHARDS = "examples"
@@ -67,9 +67,9 @@ class SelfPlayConfig(Settings):
         problems = []
         if not self.levels:
             problems.append("levels = []: expected at least one level")
-        if self.search.mode != "round0" and not self.network:
+        if self.search.mode not in NO_NETWORK and not self.network:
             problems.append(f"network = None: search mode {self.search.mode!r} needs a network checkpoint")
-        if self.inference == "server" and self.search.mode == "round0":
+        if self.inference == "server" and self.search.mode in NO_NETWORK:
             problems.append("inference = 'server': needs a search with a network")
         return problems
 

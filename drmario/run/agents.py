@@ -7,6 +7,7 @@ with the default simulations filled in (``mcts`` -> ``mcts-100``):
 ==================  ============================================================================
 ``random``          uniformly random legal placements
 ``greedy``          the one-ply greedy heuristic
+``expert``          the depth-2 heuristic search over the pill and the NES preview (tuned weights)
 ``mcts-N``          round-0 MCTS (no network) with N simulations, random rollouts
 ``mcts-greedy-N``   round-0 MCTS with greedy rollouts
 ``policy``          the network's move output alone (no search)
@@ -35,9 +36,9 @@ if TYPE_CHECKING:
 DEFAULT_SIMULATIONS = 100
 SEARCH_KINDS = ("mcts", "mcts-greedy", "net-mcts", "net-gumbel")
 NETWORK_KINDS = ("policy", "net-mcts", "net-gumbel")
-KINDS = ("random", "greedy", *SEARCH_KINDS, "policy", "dqn", "td")
+KINDS = ("random", "greedy", "expert", *SEARCH_KINDS, "policy", "dqn", "td")
 AGENT_HELP = (
-    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, mcts, mcts-greedy (round-0 MCTS, "
+    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, mcts, mcts-greedy (round-0 MCTS, "
     "random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel (the network with search), "
     f"dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt (default {DEFAULT_SIMULATIONS} "
     "simulations)"
@@ -76,6 +77,8 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
         return RandomAgent()
     if kind == "greedy":
         return GreedyAgent()
+    if kind == "expert":
+        return SearchAgent(SearchConfig(mode="expert"), name=name)
     if kind in ("mcts", "mcts-greedy"):
         cfg = SearchConfig(
             simulations=n, root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random"

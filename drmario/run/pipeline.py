@@ -281,7 +281,7 @@ SAMPLE_SELFPLAY = {
     "levels": [0, 2, 4, 6, 8, 10],
     "seed": 0,
     "games_per_shard": 10,
-    "search": {"mode": "round0", "simulations": 32, "root_rollouts": 1},
+    "search": {"mode": "expert"},
 }
 
 

@@ -25,7 +25,7 @@ from drmario.learn.train import TrainConfig
 from drmario.play.arena import EvalConfig
 from drmario.play.selfplay import SelfPlayConfig
 from drmario.run.agents import parse_spec
-from drmario.search.searcher import SearchConfig
+from drmario.search.searcher import NO_NETWORK, SearchConfig
 from drmario.settings import (
     SettingInfo,
     Settings,
@@ -57,13 +57,15 @@ class Round0Data(Settings):
     """01_round0_data: round-0 self-play (no network) written as training examples."""
 
     run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the examples go to {run_dir}/round0")
-    selfplay: SelfPlayConfig = setting(SelfPlayConfig(), "the self-play")
+    selfplay: SelfPlayConfig = setting(
+        SelfPlayConfig(search=SearchConfig(mode="expert")), "the self-play: the expert (default) or MCTS with rollouts"
+    )
     show_examples: int = setting(3, "example positions drawn with their move targets", ge=0, le=64)
     replay_game: int = setting(0, "index of the game drawn as a replay", ge=0)
 
     def check(self) -> list[str]:
         problems = []
-        if self.selfplay.search.mode != "round0":
+        if self.selfplay.search.mode not in NO_NETWORK:
             problems.append(f"mode = {self.selfplay.search.mode!r}: round-0 data is made without a network")
         if self.replay_game >= self.selfplay.games:
             problems.append(f"replay_game = {self.replay_game}: expected < games ({self.selfplay.games})")
@@ -128,8 +130,8 @@ class NextRound(Settings):
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
 
     def check(self) -> list[str]:
-        if self.selfplay.search.mode == "round0":
-            return ["mode = 'round0': a further round searches with the network (puct or gumbel)"]
+        if self.selfplay.search.mode in NO_NETWORK:
+            return [f"mode = {self.selfplay.search.mode!r}: a further round searches with the network (puct or gumbel)"]
         return []
 
 

@@ -29,6 +29,7 @@ from numba import njit
 
 from drmario.engine import kernels as K
 from drmario.engine.kernels import MAX_MOVES, RUNNING, STALEMATE, TOPPED_OUT, WON
+from drmario.search.expert import N_FEATURES
 from drmario.search.playouts import N_PILLS, expected_utility, rollout, utility
 
 MAX_DEPTH = 64  # decisions below the root a simulation may descend (a leaf is evaluated there)
@@ -46,6 +47,7 @@ class Forest(NamedTuple):
     root_left: np.ndarray  # int16[G] viruses left at the root (V of the utility)
     preview: np.ndarray  # int8[G] the known pill after the root's (0..8), -1: a chance node
     uparams: np.ndarray  # float64[5] the utility's settings (`playouts.utility_params`)
+    weights: np.ndarray  # float64[F] the expert's weights (its rollout policy)
     rng: np.ndarray  # uint64[G] generator states
     qmin: np.ndarray  # float32[G] smallest value backed up (for min-max normalisation)
     qmax: np.ndarray  # float32[G]
@@ -95,6 +97,7 @@ def new_forest(games: int, decisions: int, edges: int, chances: int) -> Forest:
         root_left=np.zeros(g, np.int16),
         preview=np.full(g, -1, np.int8),
         uparams=np.zeros(5, np.float64),
+        weights=np.zeros(N_FEATURES, np.float64),
         rng=np.arange(1, g + 1, dtype=np.uint64),
         qmin=np.zeros(g, np.float32),
         qmax=np.zeros(g, np.float32),
@@ -528,7 +531,7 @@ def _rollout_outcome(f, g, d, e, c, i, horizon, policy, stall_limit, cdf, state,
     f.path_len[g] = k + 1
     scratch[:] = f.c_cells[c]
     outcome, cleared, pills = rollout(
-        scratch, i, f.c_left[c], f.c_stall[c], stall_limit, horizon, policy, cdf, state, moves, scores
+        scratch, i, f.c_left[c], f.c_stall[c], stall_limit, horizon, policy, f.weights, cdf, state, moves, scores
     )
     value = utility(f.uparams, f.c_cleared[c] + cleared, f.c_pills[c] + pills, outcome, f.root_left[g])
     _backup(f, g, value)

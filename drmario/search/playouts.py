@@ -24,11 +24,13 @@ from numba import njit
 
 from drmario.engine import kernels as K
 from drmario.engine.kernels import RUNNING, STALEMATE, TOPPED_OUT, WON
+from drmario.search.expert import expert_scores
 from drmario.search.heuristics import contact_scores
 
 N_PILLS = 9
 OUTCOME, DISCOUNTED = 0, 1  # utility kinds
-RANDOM, GREEDY = 0, 1  # rollout policies
+RANDOM, GREEDY, EXPERT = 0, 1, 2  # rollout policies
+POLICIES = {"random": RANDOM, "greedy": GREEDY, "expert": EXPERT}
 
 
 def utility_params(
@@ -76,12 +78,14 @@ def expected_utility(up, cleared, pills, p_win, root_left):
 
 
 @njit(cache=True)
-def rollout(board, first_pill, left, stall, stall_limit, horizon, policy, pill_cdf, state, moves, scores):
+def rollout(board, first_pill, left, stall, stall_limit, horizon, policy, weights, pill_cdf, state, moves, scores):
     """Play from board (modified in place) until the game ends or `horizon` pills are placed.
 
     The first pill is `first_pill` (0..8), later ones are drawn from pill_cdf (float64[9]).
-    policy RANDOM: uniformly random legal placements; GREEDY: the best `contact_scores`, random
-    ties. Returns (outcome, viruses cleared, pills placed); outcome RUNNING when the horizon cut it.
+    policy RANDOM: uniformly random legal placements; GREEDY: the best `contact_scores`; EXPERT: the
+    best placement by the expert's evaluation with the expert weights (depth 1: a rollout's next
+    pill is not known ahead); ties at random. Returns (outcome, viruses cleared, pills placed);
+    outcome RUNNING when the horizon cut it.
     """
     cleared = 0
     used = 0
@@ -99,6 +103,9 @@ def rollout(board, first_pill, left, stall, stall_limit, horizon, policy, pill_c
             return TOPPED_OUT, cleared, used
         if policy == GREEDY:
             contact_scores(board, a, b, moves, n, scores)
+            j = K.argmax_ties(scores, n, state)
+        elif policy == EXPERT:
+            expert_scores(board, a, b, 0, 0, weights, moves, scores)
             j = K.argmax_ties(scores, n, state)
         else:
             j = K.rand_below(state, n)

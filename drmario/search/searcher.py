@@ -30,11 +30,12 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Move, Pill
 from drmario.engine.game import Game
 from drmario.engine.rules import MOVES_SHAPE, symmetrize
-from drmario.search import mcts
-from drmario.search.playouts import GREEDY, RANDOM, rollout, utility_params
+from drmario.search import expert, mcts
+from drmario.search.playouts import POLICIES, rollout, utility_params
 from drmario.settings import Settings, setting
 
-Mode = Literal["round0", "puct", "gumbel"]
+Mode = Literal["round0", "expert", "puct", "gumbel"]
+NO_NETWORK = ("round0", "expert")  # the modes that need no evaluator
 
 
 class Position(NamedTuple):
@@ -58,7 +59,9 @@ class Position(NamedTuple):
 class SearchConfig(Settings):
     """Search settings; every field is recorded with the examples a search makes."""
 
-    mode: Mode = setting("round0", "round0: rollouts, no network; puct or gumbel: with a network")
+    mode: Mode = setting(
+        "round0", "round0: MCTS with rollouts; expert: the depth-2 heuristic search; puct or gumbel: with a network"
+    )
     simulations: int = setting(200, "simulations per decision (round 0: after the root evaluation)", ge=0, le=10**6)
     pill_probs: tuple[float, ...] | None = setting(
         None, "probabilities of the 9 next pills (r, y, b order of the left then right half); None: uniform", ge=0
@@ -73,10 +76,17 @@ class SearchConfig(Settings):
     gamma: float = setting(0.98, "discounted utility: a win p pills away is worth gamma ** p", gt=0, le=1)
     # round 0
     root_rollouts: int = setting(2, "round 0: rollouts per root placement before the simulations", ge=1, le=1000)
-    rollout_policy: Literal["random", "greedy"] = setting("random", "round 0: rollout moves")
+    rollout_policy: Literal["random", "greedy", "expert"] = setting(
+        "random", "round 0: rollout moves: random, greedy (cheap contact scores) or expert (its depth-1 evaluation)"
+    )
     horizon: int | None = setting(None, "round 0: rollout length cap in pills; None: to the end of the game", ge=1)
     c_uct: float = setting(1.0, "round 0: UCT exploration, on min-max normalised values", ge=0)
     target_power: float = setting(1.0, "round 0: the moves target is proportional to value ** target_power", ge=0)
+    # expert
+    expert_temperature: float = setting(
+        0.0, "expert: the target is softmax(score / T) over the moves; 0: uniform over the tied best moves", ge=0
+    )
+    expert_weights: str | None = setting(None, "expert: a weights JSON (bench/tune_expert.py); None: the tuned ones")
     # round N
     c_puct: float = setting(1.5, "PUCT exploration constant", ge=0)
     fpu_reduction: float = setting(0.0, "unvisited moves start at the parent's value minus this", ge=0)
@@ -100,6 +110,16 @@ class SearchConfig(Settings):
     def utility_params(self) -> np.ndarray:
         """float64[5] for the compiled search (`playouts.utility_params`)."""
         return utility_params(self.utility, self.win_floor, self.topout_ceiling, self.pill_scale, self.gamma)
+
+
+def expert_target(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """The expert's moves target from its scores float[n]: softmax(score / T), or at T = 0 the
+    tied best moves (within 1e-9) sharing the mass equally."""
+    if temperature > 0:
+        w = np.exp((scores - scores.max()) / temperature)
+    else:
+        w = (scores >= scores.max() - 1e-9).astype(np.float64)
+    return w / w.sum()
 
 
 def pill_probs_problems(probs: Sequence[float] | None) -> list[str]:
@@ -132,7 +152,7 @@ class Evaluator(Protocol):
 
 
 @njit(cache=True)
-def _rollout_batch(cells, pills, stall_limit, horizon, policy, cdf, seeds, won, cleared, duration, moves_out):
+def _rollout_batch(cells, pills, stall_limit, horizon, policy, weights, cdf, seeds, won, cleared, duration, moves_out):
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     scores = np.empty(K.MAX_MOVES)
     board = np.empty((K.WIDTH, K.HEIGHT), np.uint8)
@@ -142,7 +162,7 @@ def _rollout_batch(cells, pills, stall_limit, horizon, policy, cdf, seeds, won, 
         state[0] = seeds[i]
         first = (pills[i, 0] - 1) * 3 + pills[i, 1] - 1
         outcome, c, p = rollout(
-            board, first, K.count_viruses(cells[i]), 0, stall_limit, horizon, policy, cdf, state, moves, scores
+            board, first, K.count_viruses(cells[i]), 0, stall_limit, horizon, policy, weights, cdf, state, moves, scores
         )
         won[i] = 1.0 if outcome == K.WON else -1.0
         cleared[i], duration[i] = c, p
@@ -156,8 +176,11 @@ class RolloutEvaluator:
     Like a network it is a pure function of the position: each rollout is seeded by a hash of the
     board, the pill and `seed`, so results do not depend on how leaves are batched."""
 
-    def __init__(self, stall_limit: int | None = 20, horizon: int | None = None, greedy: bool = False, seed: int = 0):
-        self.stall_limit, self.horizon, self.policy = stall_limit or 0, horizon or 1 << 30, GREEDY if greedy else RANDOM
+    def __init__(
+        self, stall_limit: int | None = 20, horizon: int | None = None, policy: str = "random", seed: int = 0
+    ) -> None:
+        self.stall_limit, self.horizon, self.policy = stall_limit or 0, horizon or 1 << 30, POLICIES[policy]
+        self.weights = expert.load_weights()
         self._weights = np.random.default_rng([seed, 77]).integers(1, 2**63, 130, dtype=np.uint64) | np.uint64(1)
 
     def _seeds(self, cells: np.ndarray, pills: np.ndarray) -> np.ndarray:
@@ -176,6 +199,7 @@ class RolloutEvaluator:
             self.stall_limit,
             self.horizon,
             self.policy,
+            self.weights,
             np.cumsum(np.full(9, 1 / 9)),
             seeds,
             won,
@@ -225,12 +249,14 @@ class Searcher:
     """
 
     def __init__(self, config: SearchConfig, evaluator: Evaluator | None = None, games: int = 1) -> None:
-        if config.mode != "round0" and evaluator is None:
+        if config.mode not in NO_NETWORK and evaluator is None:
             raise ValueError(f"search mode {config.mode!r} needs an evaluator (a network)")
         self.config, self.evaluator = config, evaluator
         self.forest = mcts.new_forest(games, 1024, 16384, 1024)
+        self.forest.weights[:] = expert.load_weights(config.expert_weights)
         self._probs = config.probs
         self.evaluations = 0
+        self._expert_results: list[SearchResult] = []
 
     def _reserve(self, decisions: int, edges: int, chances: int) -> None:
         """Grow the pools so that this many more nodes and edges fit."""
@@ -281,9 +307,12 @@ class Searcher:
         mcts.set_roots(self.forest, active, cells, pills, previews, stalls, seed_array)
         self._active, self._seeds, self._n = active, seed_array, g
         self._stall_limit = (positions[0].stall_limit or 0) if positions else 0
-        self._mode = {"round0": mcts.UCT, "puct": mcts.PUCT, "gumbel": mcts.GUMBEL}[cfg.mode]
+        self._mode = {"round0": mcts.UCT, "expert": mcts.UCT, "puct": mcts.PUCT, "gumbel": mcts.GUMBEL}[cfg.mode]
         self._steps_done = -1  # the first step evaluates the roots
-        if cfg.mode == "round0":
+        if cfg.mode == "expert":
+            self._expert_results = [self._expert(pos, seed) for pos, seed in zip(positions, seeds)]
+            self._steps_done = cfg.simulations
+        elif cfg.mode == "round0":
             self._round0(active, self._stall_limit)
             self._steps_done = cfg.simulations
 
@@ -327,7 +356,35 @@ class Searcher:
         self._advance()
 
     def results(self) -> list[SearchResult]:
+        if self.config.mode == "expert":
+            return self._expert_results
         return [self._result(i) for i in range(self._n)]
+
+    def _expert(self, pos: Position, seed: int) -> SearchResult:
+        """The expert's search of one position: every move's score (depth 2 over the preview when
+        it is known and used), the best move (seeded ties), and a sharp target (`expert_target`)."""
+        cfg = self.config
+        moves = np.empty((K.MAX_MOVES, 3), np.int8)
+        scores = np.empty(K.MAX_MOVES)
+        known = cfg.use_preview and pos.preview is not None
+        pa, pb = (int(pos.preview.left), int(pos.preview.right)) if known else (0, 0)  # type: ignore[union-attr]
+        a, b = int(pos.pill.left), int(pos.pill.right)
+        n = expert.expert_scores(pos.cells, a, b, pa, pb, self.forest.weights, moves, scores)
+        best = K.argmax_ties(scores, n, np.array([seed | 1], np.uint64))
+        rows = moves[:n].astype(np.intp)
+        dense = np.zeros(MOVES_SHAPE, np.float32)
+        dense[rows[:, 0], rows[:, 1], rows[:, 2]] = expert_target(scores[:n], cfg.expert_temperature)
+        move_list = [Move(*m) for m in moves[:n].tolist()]
+        return SearchResult(
+            pill=pos.pill,
+            moves=move_list,
+            prior=np.full(n, 1.0 / n),
+            visits=np.zeros(n),
+            value=scores[:n].copy(),
+            target=symmetrize(dense, pos.pill.same_colour),
+            best=move_list[best],
+            simulations=0,
+        )
 
     def _advance(self) -> None:
         if self._steps_done == -1:
@@ -336,7 +393,7 @@ class Searcher:
 
     def _round0(self, active: np.ndarray, stall_limit: int) -> None:
         cfg, games = self.config, len(active)
-        horizon, policy = cfg.horizon or 1 << 30, GREEDY if cfg.rollout_policy == "greedy" else RANDOM
+        horizon, policy = cfg.horizon or 1 << 30, POLICIES[cfg.rollout_policy]
         self._reserve(0, games * K.MAX_MOVES, games * K.MAX_MOVES)
         mcts.round0_root(self.forest, active, cfg.root_rollouts, stall_limit, horizon, policy, self._probs)
         chunk = 16  # simulations per compiled call; each adds at most one node of each kind

@@ -1,0 +1,406 @@
+"""The "expert": a compiled depth-2 heuristic player (the placement, then the NES preview pill).
+
+A settled board is scored by `evaluate_board`, a weighted sum of hand-made features (`FEATURES`;
+higher score = better board). `expert_scores` values every legal placement of the pill to place:
+it places and resolves it, then (depth 2, when the preview pill is given) places every legal
+placement of the preview pill and keeps the best evaluation. Wins and top-outs are ranked above and
+below every evaluation (`WIN_NOW` > `WIN_NEXT` > evaluations > `LOSS_NEXT` > `LOSS_NOW`).
+
+The weights are tuned by ``bench/tune_expert.py`` (on training seeds only) and loaded from
+``expert_weights.json`` next to this file (`load_weights`); `DEFAULT_WEIGHTS` are only the tuner's
+starting point. The search uses it as ``SearchConfig(mode="expert")`` (the arena's ``expert``), as
+the round-0 teacher, and, at depth 1, as a rollout policy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from drmario.engine import kernels as K
+
+# Feature order of the weight vector. Every feature is a count on the settled board; its weight
+# carries the sign (negative = bad).
+FEATURES: tuple[str, ...] = (
+    "viruses",  # viruses left (the dominant term: cleared viruses count through it)
+    "buried",  # wrong-colour cells above a virus in its column, over all viruses
+    "runs",  # open same-colour runs of 2-3 pill cells, counted length - 1 (2-run 1, 3-run 2)
+    "virus_runs",  # the same for runs that hold a virus
+    "holes",  # empty cells under an occupied one in their column
+    "bumpiness",  # sum of |height difference| of neighbouring columns
+    "height",  # sum of the column heights
+    "spawn_height",  # the higher of columns 3 and 4 (the spawn columns)
+    "need",  # per virus, the fewest same-colour cells still missing from an open line of 4 through it
+    "no_line",  # viruses with no open line of 4 (every window through them holds another colour)
+    "blockers",  # per virus, the fewest other-colour cells in a window of 4 through it (0 if open)
+    "high_cells",  # occupied cells in rows 12-15, weighted 1, 2, 3, 4 by row
+    "mixed",  # vertically touching cells of different colours (a colour put on another)
+)
+N_FEATURES = len(FEATURES)
+# Indices into the feature vector (compiled code cannot look names up).
+(
+    F_VIRUSES,
+    F_BURIED,
+    F_RUNS,
+    F_VIRUS_RUNS,
+    F_HOLES,
+    F_BUMPINESS,
+    F_HEIGHT,
+    F_SPAWN_HEIGHT,
+    F_NEED,
+    F_NO_LINE,
+    F_BLOCKERS,
+    F_HIGH_CELLS,
+    F_MIXED,
+) = range(N_FEATURES)
+HIGH_ROW = 12  # rows from here up wall off the spawn
+
+DEFAULT_WEIGHTS = np.array(
+    [-100.0, -4.0, 2.0, 4.0, -4.0, -1.0, -0.5, -1.0, -5.0, -10.0, -5.0, -10.0, -4.0],
+    np.float64,
+)
+WEIGHTS_FILE = Path(__file__).with_name("expert_weights.json")
+
+# Terminal values: every evaluation is clamped to +-EVAL_CLAMP, far inside these.
+WIN_NOW = 3e9  # the placement itself clears the last virus
+WIN_NEXT = 2e9  # the preview pill can clear the last virus
+LOSS_NEXT = -1e9  # every placement of the preview pill tops out (plus the evaluation after the move)
+LOSS_NOW = -2e9  # the placement blocks the spawn
+EVAL_CLAMP = 1e8
+
+# Outcomes of `play_game` (as kernels: 1 won, 2 topped out; 0 = the pill cap ran out).
+CAPPED, WON, TOPPED_OUT = K.RUNNING, K.WON, K.TOPPED_OUT
+
+
+def load_weights(path: str | Path | None = None) -> np.ndarray:
+    """The tuned weights from the tuner's JSON file (``{"features": [...], "weights": [...]}``)."""
+    data = json.loads(Path(path or WEIGHTS_FILE).read_text())
+    names, values = data["features"], data["weights"]
+    if tuple(names) != FEATURES:
+        raise ValueError(f"{path or WEIGHTS_FILE}: features {names} are not this evaluator's {list(FEATURES)}")
+    return np.asarray(values, np.float64)
+
+
+def weights_dict(weights: np.ndarray) -> dict[str, float]:
+    return {name: float(w) for name, w in zip(FEATURES, weights)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Board features
+
+
+def new_scratch() -> np.ndarray:
+    """Working memory of `features_into`: bit masks per colour of columns and rows, virus list."""
+    return np.empty((6, 128), np.int32)
+
+
+@njit(cache=True, inline="always")
+def _popcount(v):
+    """Set bits of a 16-bit value."""
+    v = v - ((v >> 1) & 0x5555)
+    v = (v & 0x3333) + ((v >> 2) & 0x3333)
+    v = (v + (v >> 4)) & 0x0F0F
+    return (v + (v >> 8)) & 0x1F
+
+
+@njit(cache=True)
+def features_into(cells, scratch, f):
+    """Write the features of a settled board into f: float64[N_FEATURES]. scratch: `new_scratch()`.
+
+    The board is first turned into bit masks (per colour, of each column and each row; colour 0 =
+    any cell) so that windows of 4 and runs are a few bit operations each.
+    """
+    f[:] = 0.0
+    cols, rows = scratch[:4, :8], scratch[:4, 16:32]  # [colour, x] (bit y), [colour, y] (bit x)
+    vcols, vrows, viruses = scratch[4, :8], scratch[4, 16:32], scratch[5]
+    cols[:] = 0
+    rows[:] = 0
+    vcols[:] = 0
+    vrows[:] = 0
+    nv = 0
+    for x in range(K.WIDTH):
+        for y in range(K.HEIGHT):
+            v = cells[x, y]
+            if v == 0:
+                continue
+            c = v & 3
+            cols[c, x] |= 1 << y
+            rows[c, y] |= 1 << x
+            if v >> 2 == K.VIRUS:
+                vcols[x] |= 1 << y
+                vrows[y] |= 1 << x
+                viruses[nv] = x << 4 | y
+                nv += 1
+    for x in range(K.WIDTH):
+        cols[0, x] = cols[1, x] | cols[2, x] | cols[3, x]
+    for y in range(K.HEIGHT):
+        rows[0, y] = rows[1, y] | rows[2, y] | rows[3, y]
+    # Columns: heights, holes, bumpiness, high cells.
+    prev = 0
+    for x in range(K.WIDTH):
+        occ = cols[0, x]
+        h = 0
+        while occ >> h:
+            h += 1
+        f[F_HEIGHT] += h
+        f[F_HOLES] += h - _popcount(occ)
+        same = 0
+        for c in range(1, 4):
+            same += _popcount(cols[c, x] & (cols[c, x] >> 1))
+        f[F_MIXED] += _popcount(occ & (occ >> 1)) - same
+        for y in range(HIGH_ROW, h):
+            if occ >> y & 1:
+                f[F_HIGH_CELLS] += y - HIGH_ROW + 1
+        if x > 0:
+            f[F_BUMPINESS] += abs(h - prev)
+        if x == K.SPAWN_X or x == K.SPAWN_X + 1:
+            f[F_SPAWN_HEIGHT] = max(f[F_SPAWN_HEIGHT], h)
+        prev = h
+    # Viruses: count, wrong-colour cells above, and the windows of 4 through each: an open one (no
+    # other colour) gives the cells still missing, else the fewest other-colour cells to clear.
+    f[F_VIRUSES] = nv
+    for i in range(nv):
+        x, y = viruses[i] >> 4, viruses[i] & 15
+        c = cells[x, y] & 3
+        other_col = cols[0, x] & ~cols[c, x]
+        f[F_BURIED] += _popcount(other_col >> (y + 1))
+        same_row, other_row = rows[c, y], rows[0, y] & ~rows[c, y]
+        best, fewest = 5, 4
+        for x0 in range(max(0, x - 3), min(K.WIDTH - 4, x) + 1):
+            w = 15 << x0
+            if other_row & w == 0:
+                best = min(best, 4 - _popcount(same_row & w))
+            else:
+                fewest = min(fewest, _popcount(other_row & w))
+        same_col = cols[c, x]
+        for y0 in range(max(0, y - 3), min(K.HEIGHT - 4, y) + 1):
+            w = 15 << y0
+            if other_col & w == 0:
+                best = min(best, 4 - _popcount(same_col & w))
+            else:
+                fewest = min(fewest, _popcount(other_col & w))
+        if best == 5:
+            f[F_NO_LINE] += 1.0
+            f[F_BLOCKERS] += fewest
+        else:
+            f[F_NEED] += best
+    # Open runs of 2-3 same-colour cells: vertical ones need room above (an empty cell on top and
+    # the rows to reach 4), horizontal ones enough empty or same-colour cells around to reach 4.
+    for c in range(1, 4):
+        for x in range(K.WIDTH):
+            m = cols[c, x]
+            starts = m & ~(m << 1)
+            while starts:
+                y0 = _lowest_bit(starts)
+                starts &= starts - 1
+                n = _run_length(m, y0)
+                top = y0 + n
+                if 2 <= n <= 3 and top + 4 - n <= K.HEIGHT and not (cols[0, x] >> top) & 1:
+                    virus = vcols[x] & (((1 << n) - 1) << y0)
+                    f[F_VIRUS_RUNS if virus else F_RUNS] += n - 1
+        for y in range(K.HEIGHT):
+            m = rows[c, y]
+            starts = m & ~(m << 1)
+            room = 255 & ~(rows[0, y] & ~m)  # empty or this colour
+            while starts:
+                x0 = _lowest_bit(starts)
+                starts &= starts - 1
+                n = _run_length(m, x0)
+                if 2 <= n <= 3:
+                    lo, hi = x0, x0 + n
+                    while lo > 0 and (room >> (lo - 1)) & 1:
+                        lo -= 1
+                    while hi < K.WIDTH and (room >> hi) & 1:
+                        hi += 1
+                    if hi - lo >= 4:
+                        virus = vrows[y] & (((1 << n) - 1) << x0)
+                        f[F_VIRUS_RUNS if virus else F_RUNS] += n - 1
+
+
+@njit(cache=True, inline="always")
+def _lowest_bit(m):
+    """Index of the lowest set bit of m (m > 0)."""
+    i = 0
+    while not (m >> i) & 1:
+        i += 1
+    return i
+
+
+@njit(cache=True, inline="always")
+def _run_length(m, i):
+    """Length of the run of set bits of m from bit i up."""
+    n = 0
+    while (m >> (i + n)) & 1:
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _evaluate(cells, weights, scratch, f):
+    features_into(cells, scratch, f)
+    s = 0.0
+    for i in range(f.shape[0]):
+        s += weights[i] * f[i]
+    return min(max(s, -EVAL_CLAMP), EVAL_CLAMP)
+
+
+@njit(cache=True)
+def evaluate_board(cells, weights):
+    """Static value of a settled board (higher = better): the weighted sum of its features."""
+    scratch = np.empty((6, 128), np.int32)
+    f = np.empty(N_FEATURES)
+    return _evaluate(cells, weights, scratch, f)
+
+
+def board_features(cells: np.ndarray) -> dict[str, float]:
+    """The features of a board by name (for study; the search calls the compiled form)."""
+    f = np.empty(N_FEATURES)
+    features_into(cells, new_scratch(), f)
+    return dict(zip(FEATURES, f.tolist()))
+
+
+# ----------------------------------------------------------------------------------------------
+# Search
+
+
+@njit(cache=True, inline="always")
+def _line_through(board, x, y):
+    """Whether the cell (x, y) is in a horizontal or vertical run of 4+ of its colour."""
+    c = board[x, y] & 3
+    lo, hi = x, x
+    while lo > 0 and board[lo - 1, y] != 0 and board[lo - 1, y] & 3 == c:
+        lo -= 1
+    while hi < K.WIDTH - 1 and board[hi + 1, y] != 0 and board[hi + 1, y] & 3 == c:
+        hi += 1
+    if hi - lo >= 3:
+        return True
+    lo, hi = y, y
+    while lo > 0 and board[x, lo - 1] != 0 and board[x, lo - 1] & 3 == c:
+        lo -= 1
+    while hi < K.HEIGHT - 1 and board[x, hi + 1] != 0 and board[x, hi + 1] & 3 == c:
+        hi += 1
+    return hi - lo >= 3
+
+
+@njit(cache=True)
+def place(board, a, b, r, x, y):
+    """`kernels.place_and_resolve` without the resolve pass when the pill makes no line (nothing
+    can clear then): the same board, viruses cleared returned. In place."""
+    K.write_pill(board, a, b, r, x, y)
+    if r & 1:
+        line = _line_through(board, x, y) or (y + 1 < K.HEIGHT and _line_through(board, x, y + 1))
+    else:
+        line = _line_through(board, x, y) or _line_through(board, x + 1, y)
+    if not line:
+        return 0
+    v, _, _ = K.resolve(board)
+    return v
+
+
+@njit(cache=True)
+def expert_scores(cells, a, b, pa, pb, weights, moves, scores):
+    """Fill moves (int8[>=MAX_MOVES, 3]) with the legal moves of pill (a, b) and scores
+    (float64[>=MAX_MOVES]) with their values; depth 2 over the preview pill (pa, pb) when pa > 0,
+    depth 1 when pa == 0. Returns the number of moves (0 when the spawn is blocked)."""
+    n = K.legal_moves_into(cells, a, b, moves)
+    if n == 0:
+        return 0
+    scratch = np.empty((6, 128), np.int32)
+    f = np.empty(N_FEATURES)
+    moves2 = np.empty((K.MAX_MOVES, 3), np.int8)
+    b1 = np.empty_like(cells)
+    b2 = np.empty_like(cells)
+    left0 = K.count_viruses(cells)
+    for j in range(n):
+        b1[:] = cells
+        left1 = left0 - place(b1, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
+        if left1 == 0:
+            scores[j] = WIN_NOW
+            continue
+        if K.spawn_blocked(b1):
+            scores[j] = LOSS_NOW - left1
+            continue
+        if pa == 0:
+            scores[j] = _evaluate(b1, weights, scratch, f)
+            continue
+        m = K.legal_moves_into(b1, pa, pb, moves2)
+        best = LOSS_NEXT + _evaluate(b1, weights, scratch, f)  # every preview placement tops out
+        for k in range(m):
+            b2[:] = b1
+            left2 = left1 - place(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
+            if left2 == 0:
+                best = WIN_NEXT
+                break
+            if K.spawn_blocked(b2):
+                continue
+            best = max(best, _evaluate(b2, weights, scratch, f))
+        scores[j] = best
+    return n
+
+
+@njit(cache=True)
+def expert_move(cells, a, b, pa, pb, weights, seed, moves, scores):
+    """Index into moves of the expert's choice for pill (a, b) with preview (pa, pb) (pa = 0: depth 1);
+    -1 when there is no legal move. seed (nonzero) drives the tie-break."""
+    n = expert_scores(cells, a, b, pa, pb, weights, moves, scores)
+    if n == 0:
+        return -1
+    state = np.empty(1, np.uint64)
+    state[0] = seed
+    return K.argmax_ties(scores, n, state)
+
+
+@njit(cache=True)
+def tie_seed(game_seed, pill_index):
+    """A nonzero tie-break seed for one decision (a splitmix64 hash of the game seed and pill index),
+    so the compiled game loop and a move-by-move player make the same choices."""
+    z = np.uint64(game_seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(pill_index + 1)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return (z ^ (z >> np.uint64(31))) | np.uint64(1)
+
+
+@njit(cache=True)
+def play_game(cells, pills, weights, depth, game_seed, max_pills, record):
+    """Play one NES game to its end with the expert (no stalemate rule) from the start board cells
+    and the 128-pill list pills (uint8[128, 2], thrown in order, repeating). depth 2 looks at the
+    preview. The moves go to record (int8[>=max_pills, 3]).
+
+    Returns (outcome, viruses cleared, pills used); outcome CAPPED when max_pills ran out.
+    """
+    board = cells.copy()
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    scores = np.empty(K.MAX_MOVES)
+    state = np.empty(1, np.uint64)
+    left = K.count_viruses(board)
+    cleared = 0
+    for k in range(max_pills):
+        a, b = pills[k % 128, 0], pills[k % 128, 1]
+        pa, pb = (pills[(k + 1) % 128, 0], pills[(k + 1) % 128, 1]) if depth >= 2 else (0, 0)
+        n = expert_scores(board, a, b, pa, pb, weights, moves, scores)
+        if n == 0:
+            return TOPPED_OUT, cleared, k
+        state[0] = tie_seed(game_seed, k)
+        j = K.argmax_ties(scores, n, state)
+        record[k, 0], record[k, 1], record[k, 2] = moves[j, 0], moves[j, 1], moves[j, 2]
+        v, _, _ = K.place_and_resolve(board, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
+        cleared += v
+        left -= v
+        if left == 0:
+            return WON, cleared, k + 1
+        if K.spawn_blocked(board):
+            return TOPPED_OUT, cleared, k + 1
+    return CAPPED, cleared, max_pills
+
+
+@njit(cache=True)
+def play_games(starts, pills, weights, depth, game_seeds, max_pills, out):
+    """`play_game` over a batch: starts uint8[N, 8, 16], pills uint8[N, 128, 2], game_seeds int64[N];
+    out int64[N, 3] gets (outcome, viruses cleared, pills used) per game."""
+    record = np.empty((max_pills, 3), np.int8)
+    for i in range(starts.shape[0]):
+        o, c, p = play_game(starts[i], pills[i], weights, depth, game_seeds[i], max_pills, record)
+        out[i, 0], out[i, 1], out[i, 2] = o, c, p

@@ -1,0 +1,217 @@
+"""The expert player: its features against a plain per-cell reference, its search's rules (wins
+first, no top-out while another move exists) and the compiled game loop against `Game`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import drmario as dm
+from drmario.engine import kernels as K
+from drmario.engine.level import new_level
+from drmario.search import expert as E
+
+
+def reference_features(cells: np.ndarray) -> dict[str, float]:
+    """The features of `expert.FEATURES`, the slow obvious way (cell by cell)."""
+    f = dict.fromkeys(E.FEATURES, 0.0)
+    colour = cells & 3
+    heights = [max((y + 1 for y in range(16) if cells[x, y]), default=0) for x in range(8)]
+    for x in range(8):
+        f["height"] += heights[x]
+        f["holes"] += sum(1 for y in range(heights[x]) if cells[x, y] == 0)
+        f["mixed"] += sum(1 for y in range(15) if cells[x, y] and cells[x, y + 1] and colour[x, y] != colour[x, y + 1])
+        f["high_cells"] += sum(y - E.HIGH_ROW + 1 for y in range(E.HIGH_ROW, 16) if cells[x, y])
+    f["bumpiness"] = float(sum(abs(heights[x + 1] - heights[x]) for x in range(7)))
+    f["spawn_height"] = float(max(heights[3], heights[4]))
+    for x in range(8):
+        for y in range(16):
+            v = cells[x, y]
+            if v == 0 or v >> 2 != K.VIRUS:
+                continue
+            c = v & 3
+            f["viruses"] += 1
+            f["buried"] += sum(1 for yy in range(y + 1, 16) if cells[x, yy] and colour[x, yy] != c)
+            windows = [[(x0 + i, y) for i in range(4)] for x0 in range(max(0, x - 3), min(4, x) + 1)]
+            windows += [[(x, y0 + i) for i in range(4)] for y0 in range(max(0, y - 3), min(12, y) + 1)]
+            need, blockers = [], []
+            for w in windows:
+                others = sum(1 for p in w if cells[p] and colour[p] != c)
+                if others == 0:
+                    need.append(4 - sum(1 for p in w if cells[p]))
+                blockers.append(others)
+            if need:
+                f["need"] += min(need)
+            else:
+                f["no_line"] += 1
+                f["blockers"] += min(blockers)
+    for vertical in (True, False):
+        lines = (
+            [[(x, y) for y in range(16)] for x in range(8)]
+            if vertical
+            else [[(x, y) for x in range(8)] for y in range(16)]
+        )
+        for line in lines:
+            i = 0
+            while i < len(line):
+                c = colour[line[i]]
+                j = i + 1
+                while c and j < len(line) and colour[line[j]] == c:
+                    j += 1
+                n = j - i
+                if c and 2 <= n <= 3:
+                    if vertical:
+                        ok = j + 4 - n <= 16 and cells[line[j]] == 0
+                    else:
+                        lo, hi = i, j
+                        while lo > 0 and colour[line[lo - 1]] in (0, c):
+                            lo -= 1
+                        while hi < len(line) and colour[line[hi]] in (0, c):
+                            hi += 1
+                        ok = hi - lo >= 4
+                    if ok:
+                        virus = any(cells[p] >> 2 == K.VIRUS for p in line[i:j])
+                        f["virus_runs" if virus else "runs"] += n - 1
+                i = j
+    return f
+
+
+def midgame_boards(count: int, level: int, seed: int = 0) -> list[np.ndarray]:
+    """Boards from random play on a level (a mix of viruses and debris)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        game = dm.Game(int(rng.integers(2, 0x10000)), level, stall_limit=None)
+        for _ in range(int(rng.integers(0, 40))):
+            moves = game.legal_moves()
+            game.play(moves[int(rng.integers(len(moves)))])
+            if game.over:
+                break
+        out.append(game.board.cells)
+    return out
+
+
+def test_features_match_reference() -> None:
+    for level in (0, 10, 20):
+        for cells in midgame_boards(40, level, seed=level):
+            got = E.board_features(cells)
+            assert got == pytest.approx(reference_features(cells)), dm.Board(cells)
+
+
+def test_place_matches_place_and_resolve() -> None:
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    for i, cells in enumerate(midgame_boards(30, 15, seed=7)):
+        for a, b in ((1, 1), (1, 2), (3, 2)):
+            n = K.legal_moves_into(cells, a, b, moves)
+            for r, x, y in moves[:n]:
+                fast, slow = cells.copy(), cells.copy()
+                v = E.place(fast, a, b, r, x, y)
+                assert v == K.place_and_resolve(slow, a, b, r, x, y)[0]
+                assert np.array_equal(fast, slow), (i, r, x, y)
+
+
+def board_of(cells: dict[tuple[int, int], int]) -> np.ndarray:
+    board = np.zeros((K.WIDTH, K.HEIGHT), np.uint8)
+    for (x, y), code in cells.items():
+        board[x, y] = code
+    return board
+
+
+def virus(colour: int) -> int:
+    return K.VIRUS << 2 | colour
+
+
+def half(colour: int) -> int:
+    return K.DISCONNECTED << 2 | colour
+
+
+def scores_of(cells: np.ndarray, pill: tuple[int, int], preview: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
+    n = E.expert_scores(cells, *pill, *preview, E.DEFAULT_WEIGHTS, moves, scores)
+    return moves[:n], scores[:n]
+
+
+def test_a_win_now_beats_everything_and_a_win_next_beats_the_rest() -> None:
+    red, blue = K.RED, K.BLUE
+    # A red virus under two red halves: a red half on top clears it, and wins.
+    cells = board_of({(0, 0): virus(red), (0, 1): half(red), (0, 2): half(red), (5, 0): half(blue)})
+    moves, scores = scores_of(cells, (red, blue), (blue, blue))
+    best = int(np.argmax(scores))
+    assert scores[best] == E.WIN_NOW and tuple(moves[best][1:]) == (0, 3)
+    # Now the pill is blue-blue: no win now, but the red-red preview can win after any harmless move.
+    moves, scores = scores_of(cells, (blue, blue), (red, red))
+    assert scores.max() == E.WIN_NEXT and np.sum(scores == E.WIN_NOW) == 0
+    # Depth 1 (no preview): plain evaluations.
+    moves, scores = scores_of(cells, (blue, blue), (0, 0))
+    assert np.all(np.abs(scores) <= E.EVAL_CLAMP)
+    for (r, x, y), s in zip(moves, scores):
+        after = cells.copy()
+        K.place_and_resolve(after, blue, blue, r, x, y)
+        assert s == pytest.approx(E.evaluate_board(after, E.DEFAULT_WEIGHTS))
+
+
+def test_never_blocks_the_spawn_while_another_move_exists() -> None:
+    # Columns 3 and 4 are full up to row 14 with colours that make no line: a pill left there tops out.
+    cells = {(0, 0): virus(K.RED)}
+    for y in range(15):
+        cells[3, y], cells[4, y] = half(y % 3 + 1), half((y + 1) % 3 + 1)
+    board = board_of(cells)
+    for depth_preview in ((0, 0), (K.BLUE, K.YELLOW)):
+        moves, scores = scores_of(board, (K.YELLOW, K.BLUE), depth_preview)
+        blocked = []
+        for r, x, y in moves:
+            after = board.copy()
+            K.place_and_resolve(after, K.YELLOW, K.BLUE, r, x, y)
+            blocked.append(K.spawn_blocked(after))
+        blocked = np.array(blocked)
+        assert blocked.any() and not blocked.all()
+        assert np.all(scores[blocked] < scores[~blocked].min())
+        assert np.all(scores[blocked] <= E.LOSS_NOW)
+        chosen = E.expert_move(
+            board,
+            K.YELLOW,
+            K.BLUE,
+            *depth_preview,
+            E.DEFAULT_WEIGHTS,
+            np.uint64(3),
+            *(np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)),
+        )
+        assert not blocked[chosen]
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_compiled_game_loop_matches_game(depth: int) -> None:
+    seed, level = 1234, 8 if depth == 2 else 3
+    start = new_level(seed, level)
+    record = np.empty((2000, 3), np.int8)
+    outcome, cleared, used = E.play_game(
+        start.board.cells, start.pill_array, E.DEFAULT_WEIGHTS, depth, seed, 2000, record
+    )
+    game = dm.Game(seed, level, stall_limit=None)
+    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
+    while not game.over:
+        preview = (int(game.next_pill.left), int(game.next_pill.right)) if depth == 2 else (0, 0)
+        seed_k = np.uint64(E.tie_seed(seed, game.pills_used))
+        j = E.expert_move(
+            game.board.cells,
+            int(game.pill.left),
+            int(game.pill.right),
+            *preview,
+            E.DEFAULT_WEIGHTS,
+            seed_k,
+            moves,
+            scores,
+        )
+        assert tuple(moves[j]) == tuple(record[game.pills_used])
+        game.play(dm.Move(*moves[j].tolist()))
+    assert (outcome, cleared, used) == (
+        E.WON if game.outcome is dm.Outcome.WON else E.TOPPED_OUT,
+        game.viruses_cleared,
+        game.pills_used,
+    )
+
+
+def test_weights_file_matches_features() -> None:
+    weights = E.load_weights()
+    assert weights.shape == (E.N_FEATURES,)
+    assert np.all(np.isfinite(weights))

@@ -223,6 +223,7 @@ cfg = TrainConfig(net=NetConfig(filters=8, blocks=1), batch_size=16, steps=12, l
 trainer = Trainer(cfg, run_dir)
 trainer.set_data(*real_examples(8, seed=3).split_by_game(cfg.test_fraction, cfg.seed))
 trainer.run()
+trainer.close()
 flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()]).numpy().tobytes()
 open(f"{run_dir}/params-{trainer.rank}-of-{trainer.world}.txt", "w").write(hashlib.sha256(flat).hexdigest())
 """

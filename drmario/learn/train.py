@@ -483,6 +483,15 @@ class Trainer:
             tqdm.write(stopped)
         return self.result(stopped)
 
+    def close(self) -> None:
+        """Leave the process group (under torchrun) once every process is done: exiting without it
+        can abort gloo's teardown."""
+        import torch.distributed as dist
+
+        if self.world > 1 and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
     def result(self, stopped: str | None = None) -> TrainResult:
         return TrainResult(
             step=self.step,
@@ -507,5 +516,8 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
 
         examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
     trainer = Trainer(cfg, run_dir)
-    trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
-    return trainer.run(cfg.steps)
+    try:
+        trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
+        return trainer.run(cfg.steps)
+    finally:
+        trainer.close()

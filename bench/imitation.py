@@ -1,0 +1,164 @@
+"""Which move head learns the expert? Held-out agreement and policy-alone play, per head.
+
+1. Data: the expert (`SearchConfig(mode="expert")`) plays --games games on training seeds (levels
+   cycling through --levels), written by the kit's self-play as example files; each decision's
+   target is the expert's tied best moves (--temperature 0) or softmax(score / T).
+2. Games are split into train and held-out (--test-fraction of the games, never both sides).
+3. For each head, the same trunk (--filters x --blocks) is trained with AdamW on the train games
+   (--steps x --batch-size; with --small-games, once more on only that many train games).
+4. Reported per head: parameters; train and held-out cross-entropy; agreement = the share of
+   positions where the network's most probable legal move is one of the teacher's best moves
+   (train and held-out); and the network alone (`policy`, no search) on the evaluation ladder
+   (evaluation seeds, NES rules), next to the expert and greedy.
+
+Run: `python bench/imitation.py` (about an hour on 2 CPU cores with the defaults);
+`--heads conv --games 200 --steps 600` for a quick look. Writes bench/results/imitation-MACHINE.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from common import report
+
+from drmario.learn.dataset import ExampleSet, load_examples
+from drmario.learn.net import NetConfig, Player, load_net
+from drmario.learn.train import TrainConfig, train
+from drmario.play.agents import GreedyAgent, PolicyAgent, SearchAgent
+from drmario.play.arena import EvalConfig, arena
+from drmario.play.selfplay import SelfPlayConfig, generate
+from drmario.search.searcher import SearchConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADS = {
+    "design": NetConfig(head="design"),
+    "conv": NetConfig(head="conv"),
+    "conv3x3": NetConfig(head="conv", policy_kernel=3),
+    "alphago": NetConfig(head="alphago"),
+}
+
+
+def teacher_data(games: int, levels: list[int], temperature: float, folder: Path, seed: int) -> ExampleSet:
+    """The expert's games as examples (remade only when the settings change)."""
+    cfg = SelfPlayConfig(
+        games=games,
+        levels=levels,
+        seed=seed,
+        stall_limit=None,
+        max_pills=1000,
+        search=SearchConfig(mode="expert", expert_temperature=temperature),
+        games_per_shard=64,
+    )
+    try:
+        generate(cfg, folder, progress=True)
+    except ValueError:  # other settings in the folder: start again
+        shutil.rmtree(folder)
+        generate(cfg, folder, progress=True)
+    return load_examples(folder / "examples", progress=False)
+
+
+def agreement(player: Player, data: ExampleSet) -> tuple[float, float]:
+    """(share of positions whose most probable legal move is one of the teacher's moves with
+    mass, mean cross-entropy against the teacher's target)."""
+    hits, ce, n = 0, 0.0, len(data)
+    for s in range(0, n, 4096):
+        part = data.subset(np.arange(s, min(s + 4096, n)))
+        target = part.dense_moves().reshape(len(part), -1)
+        pred = player.evaluate(part.cells, part.pills, part.legal()).moves.reshape(len(part), -1)
+        hits += int((target[np.arange(len(part)), pred.argmax(axis=1)] > 0).sum())
+        ce += float(-(target * np.log(np.maximum(pred, 1e-12))).sum())
+    return hits / max(n, 1), ce / max(n, 1)
+
+
+def train_head(name: str, net: NetConfig, data: ExampleSet, args: argparse.Namespace, tag: str) -> dict:
+    cfg = TrainConfig(
+        net=net.replace(filters=args.filters, blocks=args.blocks),
+        optimizer="adamw",
+        lr=args.lr,
+        warmup_steps=min(200, args.steps // 10),
+        batch_size=args.batch_size,
+        steps=args.steps,
+        test_fraction=0.0,
+        log_every=max(1, args.steps // 20),
+        eval_every=args.steps,
+        checkpoint_every=args.steps,
+        device="cpu",
+        seed=args.seed,
+        progress=False,
+    )
+    folder = ROOT / "runs" / "bench-imitation" / f"{tag}-{name}"
+    shutil.rmtree(folder, ignore_errors=True)
+    start = time.perf_counter()
+    result = train(cfg, folder, data)
+    seconds = time.perf_counter() - start
+    return {"result": result, "seconds": seconds, "samples_per_s": args.steps * args.batch_size / seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--heads", default=",".join(HEADS), help=f"some of {', '.join(HEADS)}")
+    parser.add_argument("--games", type=int, default=1500, help="expert games (train + held out)")
+    parser.add_argument("--levels", default="0,2,4,6,8,10,12,14,16,18,20")
+    parser.add_argument("--temperature", type=float, default=0.0, help="the expert target's temperature")
+    parser.add_argument("--test-fraction", type=float, default=0.15)
+    parser.add_argument("--small-games", type=int, default=90, help="also train on only this many games (0: no)")
+    parser.add_argument("--filters", type=int, default=32)
+    parser.add_argument("--blocks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--play-games", type=int, default=20, help="policy-alone games per ladder level")
+    parser.add_argument("--play-levels", default="0,5,10,15")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    levels = [int(v) for v in args.levels.split(",")]
+    tag = f"T{args.temperature:g}"
+    data = teacher_data(args.games, levels, args.temperature, ROOT / "runs" / "bench-imitation" / f"data-{tag}", 7)
+    train_set, test_set = data.split_by_game(args.test_fraction, args.seed)
+    games = np.unique(train_set.game)
+    small = train_set.subset(np.nonzero(np.isin(train_set.game, games[: args.small_games]))[0])
+    print(f"{len(data):,} examples; train {len(train_set):,} ({len(games)} games), held out {len(test_set):,}")
+
+    protocol = EvalConfig(
+        levels=[int(v) for v in args.play_levels.split(",")],
+        games_per_level=args.play_games,
+        top_level_games=args.play_games,
+        lockstep=args.play_games,
+    )
+    baselines, _ = arena([SearchAgent(SearchConfig(mode="expert"), name="expert"), GreedyAgent()], config=protocol)
+    figures: dict = {}
+    for row in baselines.itertuples():
+        figures[f"{row.agent} L{row.level} wins"] = f"{row.wins}/{row.games}"
+    for name in args.heads.split(","):
+        run = train_head(name, HEADS[name], train_set, args, tag)
+        player = Player(load_net(run["result"].checkpoint))
+        train_agree, train_ce = agreement(player, train_set)
+        test_agree, test_ce = agreement(player, test_set)
+        table, _ = arena([PolicyAgent(player, name=f"policy-{name}")], config=protocol, progress=False)
+        figures[f"{name} parameters"] = load_net(run["result"].checkpoint).num_parameters()
+        figures[f"{name} train agreement"] = round(train_agree, 4)
+        figures[f"{name} held-out agreement"] = round(test_agree, 4)
+        figures[f"{name} train cross-entropy"] = round(train_ce, 4)
+        figures[f"{name} held-out cross-entropy"] = round(test_ce, 4)
+        figures[f"{name} training samples/s"] = round(run["samples_per_s"], 1)
+        for row in table.itertuples():
+            figures[f"{name} policy L{row.level} wins"] = f"{row.wins}/{row.games}"
+        if args.small_games:
+            run = train_head(name, HEADS[name], small, args, f"{tag}-small")
+            player = Player(load_net(run["result"].checkpoint))
+            figures[f"{name} ({args.small_games} games) train agreement"] = round(agreement(player, small)[0], 4)
+            figures[f"{name} ({args.small_games} games) held-out agreement"] = round(agreement(player, test_set)[0], 4)
+        print({k: v for k, v in figures.items() if k.startswith(name)})
+    settings = {k: v for k, v in vars(args).items()} | {"examples": len(data), "train_games": len(games)}
+    report("imitation", settings, figures)
+
+
+if __name__ == "__main__":
+    main()

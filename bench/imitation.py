@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from common import report
 
-from drmario.learn.dataset import ExampleSet, load_examples
+from drmario.learn.dataset import ExampleSet, augment_colours, load_examples
 from drmario.learn.net import NetConfig, Player, load_net
 from drmario.learn.train import TrainConfig, train
 from drmario.play.agents import GreedyAgent, PolicyAgent, SearchAgent
@@ -43,7 +43,9 @@ HEADS = {
 }
 
 
-def teacher_data(games: int, levels: list[int], temperature: float, folder: Path, seed: int) -> ExampleSet:
+def teacher_data(
+    games: int, levels: list[int], temperature: float, preview: bool, folder: Path, seed: int
+) -> ExampleSet:
     """The expert's games as examples (remade only when the settings change)."""
     cfg = SelfPlayConfig(
         games=games,
@@ -51,7 +53,7 @@ def teacher_data(games: int, levels: list[int], temperature: float, folder: Path
         seed=seed,
         stall_limit=None,
         max_pills=1000,
-        search=SearchConfig(mode="expert", expert_temperature=temperature),
+        search=SearchConfig(mode="expert", expert_temperature=temperature, use_preview=preview),
         games_per_shard=64,
     )
     try:
@@ -84,6 +86,7 @@ def train_head(name: str, net: NetConfig, data: ExampleSet, args: argparse.Names
         batch_size=args.batch_size,
         steps=args.steps,
         test_fraction=0.0,
+        augment=args.augment,
         log_every=max(1, args.steps // 20),
         eval_every=args.steps,
         checkpoint_every=args.steps,
@@ -94,7 +97,7 @@ def train_head(name: str, net: NetConfig, data: ExampleSet, args: argparse.Names
     folder = ROOT / "runs" / "bench-imitation" / f"{tag}-{name}"
     shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
-    result = train(cfg, folder, data)
+    result = train(cfg, folder, augment_colours(data) if args.augment else data)
     seconds = time.perf_counter() - start
     return {"result": result, "seconds": seconds, "samples_per_s": args.steps * args.batch_size / seconds}
 
@@ -105,6 +108,7 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=1500, help="expert games (train + held out)")
     parser.add_argument("--levels", default="0,2,4,6,8,10,12,14,16,18,20")
     parser.add_argument("--temperature", type=float, default=0.0, help="the expert target's temperature")
+    parser.add_argument("--teacher-depth", type=int, default=2, choices=[1, 2], help="2: the expert sees the preview")
     parser.add_argument("--test-fraction", type=float, default=0.15)
     parser.add_argument("--small-games", type=int, default=90, help="also train on only this many games (0: no)")
     parser.add_argument("--filters", type=int, default=32)
@@ -112,6 +116,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--augment", action="store_true", help="train on the 6 colour renamings of every example")
     parser.add_argument("--play-games", type=int, default=20, help="policy-alone games per ladder level")
     parser.add_argument("--play-levels", default="0,5,10,15")
     parser.add_argument("--seed", type=int, default=0)
@@ -119,8 +124,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     levels = [int(v) for v in args.levels.split(",")]
-    tag = f"T{args.temperature:g}"
-    data = teacher_data(args.games, levels, args.temperature, ROOT / "runs" / "bench-imitation" / f"data-{tag}", 7)
+    tag = f"T{args.temperature:g}-d{args.teacher_depth}"
+    folder = ROOT / "runs" / "bench-imitation" / f"data-{tag}"
+    data = teacher_data(args.games, levels, args.temperature, args.teacher_depth == 2, folder, 7)
     train_set, test_set = data.split_by_game(args.test_fraction, args.seed)
     games = np.unique(train_set.game)
     small = train_set.subset(np.nonzero(np.isin(train_set.game, games[: args.small_games]))[0])

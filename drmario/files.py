@@ -8,6 +8,12 @@
 - `MetricsCSV`: a CSV log with fixed columns whose first is the step: rows are appended (the header
   first when the file is new or empty), and a resumed run drops the rows logged after its
   checkpoint (`MetricsCSV.truncate`). `append_csv` is the one-row form whose columns are the row's.
+- `lock_run_dir`: a run directory has one owner (a pipeline, a trainer, a self-play run). The lock
+  file ``.drmario.lock`` names the holder (pid, host, start time, command) and is held with
+  ``flock``, which the operating system drops when the holder dies, however it dies: a lock file
+  left by a dead process is stale, reported and taken over. `remove_stray_temp` removes the
+  temporary files of writers that died mid-write.
+- `die_with_parent`: a child process that must not outlive its parent (Linux ``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -15,13 +21,36 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import os
+import re
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, overload
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (not POSIX: the lock checks the holder's pid only)
+    fcntl = None  # type: ignore[assignment]
+
 PathLike = str | os.PathLike
+KILL = getattr(signal, "SIGKILL", signal.SIGTERM)
+LOCK_NAME = ".drmario.lock"
+TEMP_PATTERN = re.compile(r"^\..+\.\d+\.[0-9a-f]{12}\.tmp$")  # the names `temp_path` makes
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or go on for a reason outside its settings (its directory is in use,
+    a worker process died, ...); the command line reports it as ``drmario CMD: error: ...``."""
+
+
+class RunDirectoryLocked(RunError):
+    """Another live process owns the run directory; the message names it."""
 
 
 def temp_path(path: PathLike) -> Path:
@@ -135,3 +164,217 @@ def append_csv(path: PathLike, row: Mapping[str, Any]) -> None:
     """Append one row to a CSV log whose columns are the row's keys (the header when the file is
     new); values written exactly (str), e.g. a Unix time keeps its digits."""
     MetricsCSV(path, list(row), digits=None).append(row)
+
+
+# ------------------------------------------------------------------------------------------------
+# One owner per run directory
+
+
+def _process_start(pid: int) -> int | None:
+    """The start time of process pid in clock ticks since boot (Linux), to tell a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_alive(pid: int, start: int | None = None) -> bool:
+    """Whether process pid exists on this host (and, given its start ticks, is the same process)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        pass
+    return start is None or _process_start(pid) in (None, start)
+
+
+def describe_holder(info: Mapping[str, Any]) -> str:
+    """'a pipeline (pid 123 on host h, since 2026-01-01T00:00:00+00:00: python -m drmario ...)'."""
+    command = " ".join(info.get("command") or [])
+    what = f"pid {info.get('pid', '?')} on host {info.get('host', '?')}, since {info.get('started', '?')}"
+    return f"{info.get('owner') or 'a process'} ({what}{': ' + command[:200] if command else ''})"
+
+
+def _read_lock(fd: int) -> dict[str, Any]:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 1 << 16).decode("utf-8", "replace")
+        info = json.loads(text) if text.strip() else {}
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+class RunLock:
+    """An exclusive lock on a run directory, from `lock_run_dir`. ``release()`` (or leaving the
+    ``with`` block) removes the lock file; if the process dies first, the operating system releases
+    the lock and the file left behind is stale (the next owner reports and replaces it)."""
+
+    def __init__(self, path: Path, fd: int, info: dict[str, Any]) -> None:
+        self.path, self.info = path, info
+        self._fd: int | None = fd
+        self._pid = os.getpid()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None or os.getpid() != self._pid:  # a forked child does not own its parent's lock
+            return
+        try:  # only the file this lock holds: a successor may have made a new one already
+            if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                self.path.unlink()
+        except OSError:
+            pass
+        os.close(fd)  # drops the flock
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+def lock_run_dir(run_dir: PathLike, owner: str, *, log: Callable[[str], None] | None = None) -> RunLock:
+    """Take run_dir (made if missing) for this process: owner says what runs there ("pipeline",
+    "trainer", "self-play"). Raises `RunDirectoryLocked`, naming the holder, when a live process
+    holds it; a lock file left by a process that is gone is reported through log (default: stderr)
+    and replaced. Without ``flock`` (not POSIX), a holder that is alive on this host still refuses."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK_NAME
+    report = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            _flock(fd)
+        except BlockingIOError:
+            holder = _read_lock(fd)
+            os.close(fd)
+            raise RunDirectoryLocked(
+                f"{run_dir} is in use by {describe_holder(holder)}: a run directory has one owner at a "
+                f"time, so this {owner} is refused; wait for that one to end, stop it, or use another "
+                f"directory (lock file {path})"
+            ) from None
+        try:  # the holder we waited for may have removed the file (release): lock the new one
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    previous = _read_lock(fd)
+    host = socket.gethostname()
+    if previous.get("pid") is not None:
+        if previous.get("host") == host and process_alive(int(previous["pid"]), previous.get("process_start")):
+            if fcntl is None:
+                os.close(fd)
+                raise RunDirectoryLocked(f"{run_dir} is in use by {describe_holder(previous)} (lock file {path})")
+            why = "it no longer holds the lock"
+        else:
+            why = "that process is gone" if previous.get("host") == host else "no process holds the lock"
+        report(f"{run_dir}: taking over a stale lock of {describe_holder(previous)}: {why}")
+    info = {
+        "owner": owner,
+        "pid": os.getpid(),
+        "host": host,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "process_start": _process_start(os.getpid()),
+        "command": [sys.executable, *sys.argv],
+    }
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, (json.dumps(info, indent=1) + "\n").encode())
+    os.fsync(fd)
+    return RunLock(path, fd, info)
+
+
+def _flock(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def lock_holder(run_dir: PathLike) -> dict[str, Any] | None:
+    """Who holds run_dir's lock now (the lock file's fields), or None if nobody does."""
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        if fcntl is None:
+            info = _read_lock(fd)
+            alive = info.get("host") == socket.gethostname() and process_alive(int(info.get("pid", 0) or 0))
+            return info if alive else None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_lock(fd) or {"owner": "a process"}
+        return None
+    finally:
+        os.close(fd)  # (drops the shared lock, if taken)
+
+
+def remove_stray_temp(folder: PathLike, *, recursive: bool = True) -> list[Path]:
+    """Remove the temporary files (`temp_path` names) that writers which died mid-write left in
+    folder, skipping subfolders that another live process holds (`lock_holder`). Call it only while
+    holding folder's lock. Returns the files removed."""
+    folder = Path(folder)
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            if recursive and lock_holder(entry) is None:
+                removed += remove_stray_temp(entry)
+        elif TEMP_PATTERN.match(entry.name) and entry.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+                removed.append(entry)
+    return removed
+
+
+# ------------------------------------------------------------------------------------------------
+# Child processes that die with their parent
+
+
+def parent_death_signal(sig: int = KILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for `subprocess.Popen` that makes the child get sig when this process
+    dies (also by kill -9), or None where that is not available (not Linux). The C call is looked
+    up here, in the parent, so the child only calls it between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call: go now
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+def die_with_parent(parent: int | None = None, sig: int = KILL) -> None:
+    """In a child process (e.g. a multiprocessing worker's initializer): get sig when the parent
+    dies (Linux); parent, the pid the child was started by, covers a parent that died already."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), sig)

@@ -1,5 +1,7 @@
 """Engine invariants (hypothesis), move counts, and clear errors for bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import lines_of_four, random_board, random_game, reference_legal, something_can_fall
@@ -177,8 +179,7 @@ def test_resolve_leaves_no_lines_and_nothing_falls(board, pill, pick):
     assert result.cells_cleared >= result.viruses_cleared >= 0
     assert (result.clear_rounds == 0) == (result.cells_cleared == 0)
     assert result.won == (after.virus_count == 0)
-    if not result.won:  # a win may stop a cascade early
-        assert not lines_of_four(after.cells)
+    assert not lines_of_four(after.cells)  # a win does not stop a cascade (rules.md section 5)
     assert not something_can_fall(after.cells)
     dm.Board.from_string(after.to_string())  # pairs stay well formed
 
@@ -192,6 +193,24 @@ def test_cascade_disconnects_partners():
     after, result = dm.place(board, dm.Pill.from_string("qw"), dm.Move(0, 0, 3))
     assert (result.viruses_cleared, result.cells_cleared, result.clear_rounds, result.won) == (3, 4, 1, True)
     assert after[1, 0] == "g"
+
+
+def test_cascade_runs_to_its_end_after_the_last_virus():
+    # The last virus (red, x=0 y=0) goes in the first round with the red column; the blue partner
+    # of the placed pill falls to (1, 0) and completes a blue row: a second round after the win.
+    cells = np.zeros((8, 16), np.uint8)
+    cells[0, 0] = K.VIRUS << 2 | K.RED
+    cells[0, 1:3] = K.DISCONNECTED << 2 | K.RED
+    cells[2:5, 0] = K.DISCONNECTED << 2 | K.BLUE
+    board = dm.Board(cells)
+    pill, move = dm.Pill.from_string("qw"), dm.Move(0, 0, 3)
+    after, result = dm.place(board, pill, move)
+    assert (result.viruses_cleared, result.cells_cleared, result.clear_rounds) == (1, 8, 2)
+    assert result.won and not result.topped_out
+    assert after == dm.Board.empty()  # the board settled after the win too
+    cells = board.cells.copy()
+    assert K.place_and_resolve(cells, K.RED, K.BLUE, *move) == (1, 8, 2)
+    assert not cells.any()
 
 
 # ---------------------------------------------------------------- levels
@@ -268,3 +287,165 @@ def test_game_rejects_moves_after_end_and_bad_records():
         dm.GameRecord(seed=99, level=10, moves=(dm.Move(0, 7, 0),)).replay()
     with pytest.raises(ValueError, match="game record"):
         dm.GameRecord.from_dict({"seed": 99})
+
+
+# ---------------------------------------------------------------- the public API refuses junk clearly
+
+# Anything a caller might pass by mistake: numbers of every kind, text, containers, arrays.
+junk = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=5),
+        st.binary(max_size=3),
+        st.sampled_from([np.int8(1), np.uint8(200), np.int64(-1), np.float32(1.0), np.bool_(True), np.nan]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner, inner),
+        st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    ),
+    max_leaves=6,
+)
+move_like = st.one_of(
+    junk,
+    st.tuples(st.integers(-2, 17), st.integers(-2, 17), st.integers(-2, 17)),
+    st.tuples(st.integers(0, 3), st.integers(0, 7), st.integers(0, 15)).map(lambda m: np.array(m, np.int16)),
+    st.tuples(st.floats(0, 3), st.floats(0, 7), st.floats(0, 15)),
+)
+
+
+def refuses_clearly(call) -> object:
+    """call() returns, or raises a ValueError (FormatError included) with a message; any other
+    exception (IndexError, TypeError, numpy's ambiguous truth values) or a warning fails."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return call()
+        except ValueError as e:
+            assert str(e)
+            return e
+
+
+@pytest.mark.parametrize(
+    "move, message",
+    [
+        ((1.0, 2.0, 15.0), "r must be an integer, got 1.0"),
+        ((0, 3), "expected three integers"),
+        ((0, 3, 15, 0), "got 4 values"),
+        ((True, 3, 0), "r must be an integer, got True"),
+        ((0, np.bool_(True), 0), "x must be an integer"),
+        ("r30", "expected three integers"),
+        (None, "expected three integers"),
+        (np.zeros((3, 1), np.int64), "shape"),
+    ],
+)
+def test_bad_moves_name_the_move(move, message):
+    game = dm.Game(1234, 0)
+    with pytest.raises(dm.FormatError, match=message):
+        game.play(move)
+    with pytest.raises(dm.FormatError, match=message):
+        dm.place(game.board, game.pill, move)
+    assert game.pills_used == 0 and game.moves == []
+
+
+def test_numpy_integer_moves_are_fine():
+    game = dm.Game(1234, 0)
+    move = game.legal_moves()[0]
+    result = game.play(np.array(move, np.int64))
+    assert game.moves == [move] and all(type(v) is int for v in game.moves[0])
+    assert result.viruses_cleared >= 0
+    assert dm.place(dm.Board.empty(), dm.Pill.from_string("qu"), (np.int8(0), np.uint8(0), np.int32(0)))[0]
+
+
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        (np.full((8, 16), np.nan), "integer cell codes, got an array of float64"),
+        (np.zeros((8, 16)), "integer cell codes"),
+        (np.zeros((8, 16), bool), "integer cell codes, got an array of bool"),
+        (np.full((8, 16), -1), "invalid cell code -1 at x=0, y=0"),
+        (np.full((8, 16), 256), "invalid cell code 256"),
+        ([[0] * 16] * 7 + [[0] * 15], "board: cells"),
+        ("d" * 128, "integer cell codes"),
+    ],
+)
+def test_bad_board_arrays(cells, message):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NaN used to become an empty cell with only a warning
+        with pytest.raises(dm.FormatError, match=message):
+            dm.Board(cells)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.text(alphabet="abcdefgijkmnoqrsuvw", min_size=128, max_size=128),
+        st.text(alphabet="dddddddabcqu" + "hlp\x00é\u0101", min_size=128, max_size=128),
+    )
+)
+def test_board_parser_refuses_or_round_trips(text):
+    result = refuses_clearly(lambda: dm.Board.from_string(text))
+    if isinstance(result, dm.Board):
+        assert result.to_string() == text
+        assert dm.Board(result.cells) == result
+    else:
+        assert isinstance(result, dm.FormatError) and str(result).startswith("board")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=4), st.text(alphabet="qrsuvwdik", min_size=2, max_size=2), junk))
+def test_pill_parser_refuses_or_round_trips(text):
+    result = refuses_clearly(lambda: dm.Pill.from_string(text))
+    if isinstance(result, dm.Pill):
+        assert result.to_string() == text and result in dm.ALL_PILLS
+    else:
+        assert isinstance(result, dm.FormatError) and "pill" in str(result)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 0xFFFF), st.integers(0, 24), move_like)
+def test_game_play_takes_legal_moves_and_refuses_anything_else(seed, level, move):
+    game = dm.Game(seed, level)
+    legal = set(game.legal_moves())
+    result = refuses_clearly(lambda: game.play(move))
+    if isinstance(result, dm.PlaceResult):
+        assert game.moves[-1] in legal and game.pills_used == 1
+    else:
+        assert isinstance(result, ValueError) and game.pills_used == 0 and not game.moves
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(played_boards(), junk),
+    st.one_of(pills, st.tuples(st.integers(-1, 4), st.integers(-1, 4)), junk),
+    move_like,
+)
+def test_place_takes_legal_moves_and_refuses_anything_else(board, pill, move):
+    result = refuses_clearly(lambda: dm.place(board, pill, move))
+    if not isinstance(result, ValueError):
+        after, placed = result
+        assert isinstance(after, dm.Board) and dm.is_legal(board, pill, move)
+        assert placed.cells_cleared >= placed.viruses_cleared >= 0
+    for call in (
+        lambda: dm.legal_moves(board, pill),
+        lambda: dm.legal_mask(board, pill),
+        lambda: dm.is_legal(board, pill, move),
+        lambda: dm.canonical(pill, move),
+        lambda: dm.move_cells(pill, move),
+    ):
+        refuses_clearly(call)
+
+
+@settings(max_examples=200, deadline=None)
+@given(junk, junk, junk)
+def test_game_and_record_constructors_refuse_junk(seed, level, moves):
+    refuses_clearly(lambda: dm.Game(seed, level))
+    refuses_clearly(lambda: dm.Game(1234, 0, pill_mode=seed, stall_limit=level))
+    refuses_clearly(lambda: dm.GameRecord.from_dict({"seed": seed, "level": level, "moves": moves}))
+    refuses_clearly(lambda: dm.GameRecord.from_dict(moves))
+    refuses_clearly(lambda: dm.Pill.from_number(seed))
+    refuses_clearly(lambda: dm.Board.empty()[seed])

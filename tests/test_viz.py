@@ -56,6 +56,28 @@ def png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def assert_labelled(fig: Figure) -> None:
+    """Every visible panel has a y label and an x label (or shares x with a panel that has one)."""
+    fig.canvas.draw()  # as it is saved: labels and legends in place
+    panels = [a for a in fig.axes if a.get_visible()]
+    assert panels
+    for a in panels:
+        assert a.get_ylabel(), f"panel {a.get_title()!r} has no y label"
+        shared = a.get_shared_x_axes().get_siblings(a)
+        assert any(b.get_xlabel() for b in shared), f"panel {a.get_title()!r} has no x label"
+
+
+def legend_texts(fig: Figure) -> list[str]:
+    legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None] + list(fig.legends)
+    return [t.get_text() for legend in legends for t in legend.get_texts()]
+
+
+def scale_ticks(html: str) -> list[list[str]]:
+    """The numbers of each colour scale in html."""
+    scales = re.findall(r'<svg class="colour-scale".*?</svg>', html)
+    return [re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', s) for s in scales]
+
+
 # ------------------------------------------------------------------------------------------------
 # Boards and heatmaps
 
@@ -79,7 +101,9 @@ def test_heatmap_numbers_top_legal_moves_and_outlines_legal_cells(position):
     m[0, 0, 0] = 50.0 if not legal[0, 0, 0] else m[0, 0, 0]  # heavy mass on an illegal move
     assert not legal[0, 0, 0]
     view = viz.move_heatmap(board, pill, m, top=4, title="test")
-    assert len(view.svgs) == 4 and view.html.count("<svg") == 4
+    assert len(view.svgs) == 4 and view.html.count("<svg") == 4 + 1  # the boards and the colour scale
+    # The colour scale's numbers: shares of the total mass, up to the largest entry's.
+    assert scale_ticks(view.html) == [["0.0%", f"{m.max() / m.sum() / 2:.1%}", f"{m.max() / m.sum():.1%}"]]
     assert view.html.count('class="outline"') == legal.sum()
     for r in range(4):
         assert view.svgs[r].count('class="outline"') == legal[r].sum()
@@ -106,6 +130,7 @@ def test_heatmap_same_colour_and_few_moves(position):
     m = symmetrize(m, True)
     view = viz.move_heatmap(board, pill, m, top=3, chosen=moves[1])
     assert sum(len(labels(s)) for s in view.svgs) == 2
+    assert scale_ticks(view.html)[0][-1] == f"{m.max() / m.sum():.1%}"
     assert not labels(view.svgs[2]) and not labels(view.svgs[3])  # a placement is numbered once
     assert "(= r=0)" in view.svgs[2] and "planes r and r+2 are equal" in view.html
     assert view.html.count('class="ghost"') == 2  # the chosen placement on both of its planes
@@ -121,6 +146,9 @@ def test_heatmap_rejects_bad_shapes(position):
     with pytest.raises(ValueError, match="logits"):
         viz.move_heatmap(board, pill, -np.ones((4, 8, 16)))
     assert "zero mass" in viz.move_heatmap(board, pill, np.zeros(512)).html
+    assert not scale_ticks(viz.move_heatmap(board, pill, np.zeros(512)).html)  # no mass: nothing to scale
+    with pytest.raises(ValueError, match="share"):
+        viz.colour_scale(1.5)
 
 
 def test_compare_heatmaps(position):
@@ -128,6 +156,7 @@ def test_compare_heatmaps(position):
     legal = dm.legal_mask(board, pill).astype(float)
     view = viz.compare_heatmaps(board, pill, {"network": legal, "search": legal * np.arange(16)})
     assert len(view.svgs) == 8 and "network" in view.html and "overlap with network" in view.html
+    assert len(scale_ticks(view.html)) == 2  # a colour scale for each heatmap
 
 
 # ------------------------------------------------------------------------------------------------
@@ -312,3 +341,195 @@ def test_import_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------------------------
+# Every plot reads right: axis labels with units, a legend entry for every line and band
+
+
+def test_every_plot_is_labelled(tmp_path):
+    df = viz.read_metrics([write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", scale=2.0)])
+    for x in ("step", "epoch", "samples", "time_s"):
+        fig = viz.plot_curves(df, terms=("loss", "won", "moves", "lr"), x=x, smoothing=0.5)
+        assert_labelled(fig)
+        panels = [a for a in fig.axes if a.get_visible()]
+        assert "(s)" in panels[0].get_xlabel() if x == "time_s" else x.rstrip("s") in panels[0].get_xlabel()
+        assert "cross-entropy (nats)" in panels[2].get_ylabel() and panels[3].get_ylabel() == "learning rate, log scale"
+        assert {"a", "b", "train (smoothed)", "train (raw)", "test"} <= set(legend_texts(fig))
+    assert "train (raw)" not in legend_texts(viz.plot_curves(df))
+    assert viz.plot_curves(df, log_scale=False).axes[0].get_ylabel() == "total loss (sum of the terms)"
+
+    arena = arena_frame()
+    fig = viz.plot_arena(arena, ["win_rate", "cleared_fraction", "pills_per_virus", "topout_rate", "ms_per_move"])
+    assert_labelled(fig)
+    ylabels = [a.get_ylabel() for a in fig.axes if a.get_visible()]
+    assert ylabels[0] == "win rate (% of games)" and "(ms)" in ylabels[-1] and "%" in ylabels[1]
+    assert legend_texts(fig).count("Wilson 95% interval") == 1  # only the win rate has a band
+
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0, 30, 300)
+    fig = viz.plot_calibration(p, p + rng.normal(0, 2, 300), "duration")
+    assert_labelled(fig)
+    top, hist = fig.axes
+    assert hist.get_xlabel() == "predicted duration (pills to the end)" and "observed duration" in top.get_ylabel()
+    assert hist.get_ylabel() == "positions"
+    texts = legend_texts(fig)
+    assert "perfect calibration (y = x)" in texts and "bin mean ± 1 standard error" in texts
+    assert "positions per bin" in texts
+    outer = Figure()
+    assert_labelled(viz.plot_calibration(p, p, "won", ax=outer.subplots()))
+    assert "grey numbers: positions per bin" in legend_texts(outer)
+
+
+def test_plot_leaderboard():
+    df = arena_frame()
+    fig = viz.plot_leaderboard(df, title="two agents")
+    assert_labelled(fig)
+    left, right = fig.axes
+    assert left.get_xlabel() == "virus level" and right.get_xlabel() == "win rate over all levels (% of games)"
+    texts = legend_texts(fig)
+    assert {"random", "greedy", "Wilson 95% interval (by level)", "win rate", "Wilson 95% interval"} <= set(texts)
+    # Best at the top: greedy wins more (the last y tick is the top row).
+    assert [t.get_text() for t in right.get_yticklabels()] == ["random", "greedy"]
+    assert png(fig)
+    assert_labelled(viz.plot_leaderboard(df.drop(columns=["ci_low", "ci_high", "cleared_fraction"])))
+
+
+# ------------------------------------------------------------------------------------------------
+# Stalemates are never shown as wins
+
+
+@pytest.fixture(scope="module")
+def stalemate() -> dm.GameRecord:
+    game = dm.Game(seed=1234, level=5, stall_limit=3)
+    rng = random.Random(0)
+    while not game.over:
+        game.play(rng.choice(game.legal_moves()))
+    assert game.outcome == dm.Outcome.STALEMATE and game.viruses_left > 0
+    return game.record()
+
+
+def test_stalemates_read_as_stalemates(stalemate):
+    from drmario.learn.examples import game_examples
+
+    strip = viz.replay_strip(stalemate, steps=[0, -1])
+    assert "stalemate" in strip.html and "won" not in strip.html
+    assert "stalemate" in viz.replay_frames(stalemate)[-1]
+    panel = viz.replay_widget(stalemate)
+    panel.slider.value = panel.slider.max
+    assert "end: stalemate" in panel.info.value and "won" not in panel.info.value
+    assert viz.replay_states(stalemate)[-1].ended == "stalemate"
+    # Its training examples: won = +1, captioned as a stalemate.
+    targets = []
+    for game, _, _ in stalemate.steps():
+        m = symmetrize(game.legal_mask().astype(float), game.pill.same_colour)
+        targets.append(m / m.sum())
+    examples = game_examples(stalemate, targets)
+    assert all(ex.won == 1 for ex in examples)
+    for i, ex in enumerate(examples):
+        title = viz.example_title(ex, i)
+        assert title.startswith(f"example {i}: stalemate (won target +1)") and "won +1" not in title
+        assert viz.target_outcome(ex.won, ex.cleared, ex.board.virus_count) == "stalemate"
+        assert "stalemate" in viz.move_heatmap(ex.board, ex.pill, ex.moves, title=title).html
+    # The other outcomes, and a game stopped at the pill cap.
+    assert viz.target_text(1, 4, 4) == "won +1" and viz.target_text(-1, 0, 4) == "lost -1"
+    assert viz.outcome_text("topped_out") == "topped out" and viz.outcome_text(None) == "unfinished"
+    capped = dm.GameRecord(**{**stalemate.to_dict(), "outcome": None, "meta": {"unfinished": "max_pills=3"}})
+    capped = dm.GameRecord.from_dict({**capped.to_dict(), "stall_limit": None})
+    assert viz.record_outcome(capped).startswith("capped")
+    assert "capped" in viz.replay_strip(capped).html and "capped" in viz.replay_frames(capped)[-1]
+
+
+# ------------------------------------------------------------------------------------------------
+# Exported notebooks keep a static copy of every widget UI
+
+
+def test_panels_carry_a_static_snapshot(record, tmp_path):
+    panel = viz.replay_widget(record)
+    bundle = panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert data_board(bundle["text/html"]) == record.new_game().board.to_string()
+    panel.slider.value = 3
+    assert panel.snapshot().html.count("<svg") == 1 and panel.snapshot().html != bundle["text/html"]
+    explorer = viz.curve_explorer(write_metrics(tmp_path / "a"))
+    assert explorer._repr_mimebundle_()["text/html"].startswith('<img src="data:image/png;base64,')
+
+
+# ------------------------------------------------------------------------------------------------
+# Watch and play
+
+
+def test_play_session_headless():
+    from drmario.play.agents import GreedyAgent
+
+    session = viz.PlaySession(GreedyAgent(), seed=1234, level=3, max_pills=40)
+    assert session.you.pill == session.machine.pill
+    with pytest.raises(ValueError, match="choose a placement"):
+        session.step()
+    with pytest.raises(ValueError, match="not legal"):
+        session.choose((0, 7, 0))  # a horizontal pill's left half never sits in the last column
+    with pytest.raises(ValueError, match="must be an integer"):
+        session.choose((0.0, 3.0, 1.0))
+    rng = random.Random(1)
+    for k in range(1, 6):
+        move = rng.choice(session.legal_moves())
+        assert session.choose(move) == move
+        assert 'class="ghost"' in session.view().svgs[0]
+        session.step()
+        assert session.you.pills_used == k and session.machine.pills_used == k  # one pill each
+        if not session.you_done and not session.agent_done:
+            assert session.you.pill == session.machine.pill  # the same pills
+    seen = []
+    session.finish_agent(lambda game: seen.append(game.pills_used))
+    assert session.agent_done and seen == list(range(6, session.machine.pills_used + 1))
+    you, agent = session.records()
+    assert len(you.moves) == 5 and you.meta["agent"] == "you" and agent.meta["agent"] == "greedy"
+    assert you.replay().pills_used == 5  # both records replay exactly
+    if agent.outcome is None:
+        assert agent.meta["unfinished"] and agent.pills_used == 40
+    else:
+        agent.replay()
+    assert len(viz.replay_strip(agent).svgs) == 6 and session.agent_target() is None  # greedy has no target
+
+
+def test_play_widget_plays_both_games():
+    from drmario.play.agents import SearchAgent
+    from drmario.search.searcher import SearchConfig
+
+    panel = viz.play_widget(SearchAgent(SearchConfig(mode="expert"), name="expert"), seed=1234, level=3)
+    session = panel.session
+    assert isinstance(panel, viz.Panel) and panel.rotation.value == 0 and panel.column.value == 3
+    before = panel.picture.value
+    assert before.count("<svg") == 2 and 'class="outline"' in before and 'class="ghost"' in before
+    bundle = panel._repr_mimebundle_()
+    assert bundle["text/html"].count("<svg") == 2  # an exported notebook shows both boards
+    panel.rotation.value = 1
+    assert session.selected.r == 1 and set(panel.column.options) == {(str(x), x) for x in session.columns(1)}
+    panel.column.value = panel.column.options[-1][1]
+    panel.landing.value = panel.landing.options[-1][1]
+    chosen = session.selected
+    assert chosen == (1, panel.column.value, panel.landing.value)
+    start = session.you.board
+    panel.place.click()
+    assert session.you.pills_used == 1 and session.machine.pills_used == 1
+    assert session.you.moves[0] == chosen and session.you.board != start
+    assert panel.picture.value != before and "pill 2" in panel.picture.value
+    panel.show_target.value = True
+    assert "search target" in panel.target.value
+    for _ in range(3):
+        panel.place.click()
+    assert session.you.pills_used == session.machine.pills_used == 4
+    panel.agent_next.click()
+    assert session.machine.pills_used == 5 and session.you.pills_used == 4
+    you, agent = session.records()
+    assert you.replay().pills_used == 4 and agent.replay().pills_used == 5
+    panel.agent_end.click()  # the agent plays its game to the end alone
+    assert session.agent_done and session.you.pills_used == 4 and panel.agent_end.disabled
+    assert session.records()[1].outcome is not None or session.machine.pills_used == session.max_pills
+
+
+def test_play_widget_without_ipywidgets(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.warns(UserWarning, match="ipywidgets"):
+        view = viz.play_widget(None, seed=1234, level=0)
+    assert isinstance(view, viz.HTMLView) and len(view.svgs) == 1

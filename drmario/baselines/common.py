@@ -2,7 +2,7 @@
 and the run directory (config.json, metrics.csv, checkpoints) with its metrics window.
 
 Moves are the 512 output slots of `drmario.encode` (flat ``r * 128 + x * 16 + y``); a same-colour
-pill uses only the canonical r in {0, 1} (rules.md section 3), so its slots r = 2, 3 stay masked.
+pill uses only the canonical r in {0, 1} (RULES.md), so its slots r = 2, 3 stay masked.
 The 9 pills are indexed like `Pill.number`: ``3 * (left - 1) + (right - 1)``, colours red, yellow, blue.
 """
 

@@ -53,6 +53,14 @@ class FormatError(ValueError):
     """A board, pill or move that does not follow the maryodel formats; the message says where."""
 
 
+def integer(value: object, what: str) -> int:
+    """value as a Python int; FormatError naming `what` unless it is an int or a numpy integer
+    (bools and floats are refused, even whole-number ones: a move or a cell is counted, not measured)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise FormatError(f"{what} must be an integer, got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
 def _position(i: int) -> str:
     return f"position {i} (x={i % K.WIDTH}, y={K.HEIGHT - 1 - i // K.WIDTH})"
 
@@ -107,13 +115,22 @@ class Board:
     _hash: int | None
 
     def __init__(self, cells: np.ndarray) -> None:
-        cells = np.array(cells, dtype=np.uint8)
-        if cells.shape != (K.WIDTH, K.HEIGHT):
-            raise FormatError(f"board: cells must have shape (8, 16), got {cells.shape}")
-        bad = np.argwhere((cells >= 32) | (CODE_TO_LETTER[np.minimum(cells, 31)] == ord("?")))
+        try:
+            codes = np.asarray(cells)
+        except (ValueError, TypeError) as e:  # e.g. ragged nested lists
+            raise FormatError(f"board: cells must be an (8, 16) array of cell codes: {e}") from e
+        # Integers only: a cast to uint8 would turn NaN into 0 and -1 into 255 without an error.
+        if codes.dtype.kind not in "iu":
+            raise FormatError(f"board: cells must be integer cell codes, got an array of {codes.dtype}")
+        if codes.shape != (K.WIDTH, K.HEIGHT):
+            raise FormatError(f"board: cells must have shape (8, 16), got {codes.shape}")
+        bad = np.argwhere((codes < 0) | (codes >= 32))
+        if not len(bad):
+            bad = np.argwhere(CODE_TO_LETTER[codes] == ord("?"))
         if len(bad):
             x, y = bad[0]
-            raise FormatError(f"board: invalid cell code {cells[x, y]} at x={x}, y={y}")
+            raise FormatError(f"board: invalid cell code {codes[x, y]} at x={x}, y={y}")
+        cells = codes.astype(np.uint8)  # a copy: the board owns its cells
         _check_pairs(cells, None)
         self._set(cells)
 
@@ -158,7 +175,12 @@ class Board:
 
     def __getitem__(self, xy: tuple[int, int]) -> str:
         """The maryodel letter of cell (x, y)."""
-        return chr(CODE_TO_LETTER[self._cells[xy]])
+        if not isinstance(xy, tuple) or len(xy) != 2:
+            raise FormatError(f"board[x, y]: expected a cell (x, y), got {xy!r}")
+        x, y = integer(xy[0], "board[x, y]: x"), integer(xy[1], "board[x, y]: y")
+        if not (0 <= x < K.WIDTH and 0 <= y < K.HEIGHT):  # no negative indices from the far side
+            raise FormatError(f"board[x, y]: ({x}, {y}) is outside the bottle (x 0..7, y 0..15)")
+        return chr(CODE_TO_LETTER[self._cells[x, y]])
 
     @property
     def virus_count(self) -> int:
@@ -226,8 +248,8 @@ class Pill(NamedTuple):
     @classmethod
     def from_number(cls, index: int) -> Pill:
         """The pill with index ``3 * (left - 1) + (right - 1)`` (0..8, colours in order r, y, b)."""
-        if not 0 <= index < 9:
-            raise ValueError(f"pill index must be in 0..8, got {index}")
+        if not 0 <= integer(index, "pill index") < 9:
+            raise FormatError(f"pill index must be in 0..8, got {index!r}")
         return cls(Colour(index // 3 + 1), Colour(index % 3 + 1))
 
     @property
@@ -260,6 +282,56 @@ class Move(NamedTuple):
     y: int
 
 
+MOVE_RANGES = (("r", 4), ("x", K.WIDTH), ("y", K.HEIGHT))
+
+
+def move_values(move: object, name: str = "move") -> tuple[int, int, int]:
+    """The three integers of a move (a `Move`, a tuple, a list or a 1-D integer array), not
+    range-checked; FormatError naming `name` for anything else (wrong length, bools, floats)."""
+    if isinstance(move, np.ndarray):
+        if move.ndim != 1:
+            raise FormatError(f"{name}: expected three integers (r, x, y), got an array of shape {move.shape}")
+        move = list(move)
+    if not isinstance(move, (tuple, list)):
+        raise FormatError(f"{name}: expected three integers (r, x, y), got {move!r:.80} ({type(move).__name__})")
+    if len(move) != 3:
+        raise FormatError(f"{name}: expected three integers (r, x, y), got {len(move)} values: {move!r:.80}")
+    r, x, y = (integer(v, f"{name}: {part}") for v, (part, _) in zip(move, MOVE_RANGES))
+    return r, x, y
+
+
+def as_move(move: object, name: str = "move") -> Move:
+    """move as a `Move` of Python ints with r in 0..3, x in 0..7, y in 0..15 (`move_values`);
+    FormatError naming `name` otherwise. (Legality on a board is `rules.is_legal`.)"""
+    values = move_values(move, name)
+    for v, (part, bound) in zip(values, MOVE_RANGES):
+        if not 0 <= v < bound:
+            raise FormatError(f"{name} {values} (r, x, y): illegal move, {part} must be in 0..{bound - 1}")
+    return Move(*values)
+
+
+def as_pill(pill: object, name: str = "pill") -> Pill:
+    """pill as one of `ALL_PILLS`: a `Pill`, a pair of colours (1 red, 2 yellow, 3 blue) or a
+    spawn-form pill string (``"qw"``); FormatError naming `name` otherwise."""
+    if isinstance(pill, str):
+        return Pill.from_string(pill)
+    if not isinstance(pill, (tuple, list)) or len(pill) != 2:
+        raise FormatError(f"{name}: expected a Pill (two colours), got {pill!r:.80} ({type(pill).__name__})")
+    left, right = (integer(c, f"{name}: {side} colour") for c, side in zip(pill, ("left", "right")))
+    if not (1 <= left <= 3 and 1 <= right <= 3):
+        raise FormatError(f"{name}: colours must be 1 (red), 2 (yellow) or 3 (blue), got ({left}, {right})")
+    return ALL_PILLS[3 * (left - 1) + (right - 1)]
+
+
+def as_board(board: object, name: str = "board") -> Board:
+    """board if it is a `Board`; FormatError naming `name` otherwise (`Board.from_string` parses text)."""
+    if not isinstance(board, Board):
+        raise FormatError(
+            f"{name}: expected a Board (Board.from_string parses a board string), got {type(board).__name__}"
+        )
+    return board
+
+
 @dataclass(frozen=True)
 class PlacedCell:
     x: int
@@ -270,8 +342,8 @@ class PlacedCell:
 
 def move_cells(pill: Pill, move: Move) -> tuple[PlacedCell, ...]:
     """The cells a pill occupies when locked at move (one cell if a vertical top half is at y=16)."""
-    r, x, y = move
-    left, right = pill
+    r, x, y = as_move(move)
+    left, right = as_pill(pill)
     if r % 2 == 0:
         a, b = (left, right) if r == 0 else (right, left)
         return (PlacedCell(x, y, a, Shape.LEFT), PlacedCell(x + 1, y, b, Shape.RIGHT))

@@ -10,7 +10,7 @@ from enum import Enum
 import numpy as np
 
 from drmario.engine import kernels as K
-from drmario.engine.board import Board, Move, Pill
+from drmario.engine.board import Board, FormatError, Move, Pill, as_move, integer, move_values
 from drmario.engine.level import Level, PillMode, PillSequence, new_level
 from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
@@ -52,16 +52,18 @@ class GameRecord:
     @classmethod
     def from_dict(cls, d: dict) -> GameRecord:
         try:
-            moves = tuple(Move(*map(int, m)) for m in d["moves"])
+            if not isinstance(d, dict):
+                raise FormatError(f"expected a JSON object, got {type(d).__name__}")
+            moves = tuple(as_move(m, f"move {i}") for i, m in enumerate(d["moves"]))
             return cls(
-                seed=int(d["seed"]),
-                level=int(d["level"]),
+                seed=integer(d["seed"], "seed"),
+                level=integer(d["level"], "level"),
                 pill_mode=d.get("pill_mode", "nes"),
                 stall_limit=d.get("stall_limit", DEFAULT_STALL_LIMIT),
                 moves=moves,
                 outcome=d.get("outcome"),
-                viruses_cleared=int(d.get("viruses_cleared", 0)),
-                pills_used=int(d.get("pills_used", len(moves))),
+                viruses_cleared=integer(d.get("viruses_cleared", 0), "viruses_cleared"),
+                pills_used=integer(d.get("pills_used", len(moves)), "pills_used"),
                 meta=dict(d.get("meta", {})),
             )
         except (KeyError, TypeError, ValueError) as e:
@@ -122,8 +124,14 @@ class Game:
         stall_limit: int | None = DEFAULT_STALL_LIMIT,
         _level: Level | None = None,
     ) -> None:
-        if stall_limit is not None and (not isinstance(stall_limit, int) or stall_limit < 1):
+        if stall_limit is not None and (
+            isinstance(stall_limit, bool) or not isinstance(stall_limit, int) or stall_limit < 1
+        ):
             raise ValueError(f"stall_limit must be a positive integer or None, got {stall_limit!r}")
+        if isinstance(seed, (bool, np.bool_)) or isinstance(level, (bool, np.bool_)):
+            raise ValueError(f"seed and level must be integers, got seed={seed!r}, level={level!r}")
+        if not isinstance(pill_mode, str):
+            raise ValueError(f"pill_mode must be 'nes' or 'iid', got {pill_mode!r:.80}")
         self.start = _level if _level is not None else new_level(seed, level)
         self.pill_mode = pill_mode
         self.stall_limit = stall_limit
@@ -175,12 +183,13 @@ class Game:
         if self.outcome is not None:
             raise ValueError(f"game is over ({self.outcome.value}); no more moves")
         pill = self.pill
-        move = canonical(pill, Move(*move))
-        r, x, y = move
+        r, x, y = move_values(move)  # FormatError unless three integers
         if not (0 <= r < 4 and 0 <= x < K.WIDTH and 0 <= y < K.HEIGHT) or not self.legal_mask()[r, x, y]:
             raise ValueError(
-                f"illegal move {tuple(move)} (r, x, y) for pill {pill.to_string()!r} at pill {self.pills_used}"
+                f"illegal move {(r, x, y)} (r, x, y) for pill {pill.to_string()!r} at pill {self.pills_used}"
             )
+        move = canonical(pill, Move(r, x, y))
+        r, x, y = move
         viruses, cells, rounds = K.place_and_resolve(self._cells, int(pill.left), int(pill.right), r, x, y)
         self.moves.append(move)
         self.pills_used += 1

@@ -267,10 +267,10 @@ def count_viruses(board):
 def resolve(board):
     """Clear lines, disconnect partners and settle, repeatedly, in place (rules.md section 5).
 
-    Stops after the round that clears the last virus (the game is won then).
+    A cascade runs to its end even when an early round clears the last virus: the game is won,
+    but the board still settles, and the counts include every round (as the oracle vectors do).
     Returns (viruses_cleared, cells_cleared, clear_rounds).
     """
-    viruses_left = count_viruses(board)
     marked = np.zeros((WIDTH, HEIGHT), np.bool_)
     viruses = cells = rounds = 0
     while True:
@@ -278,14 +278,10 @@ def resolve(board):
         n = _mark_lines(board, marked)
         if n == 0:
             break
-        v = _clear_marked(board, marked)
+        viruses += _clear_marked(board, marked)
         _settle(board)
-        viruses += v
         cells += n
         rounds += 1
-        if v == viruses_left and viruses_left > 0:
-            break
-        viruses_left -= v
     return viruses, cells, rounds
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from drmario.engine import kernels as K
-from drmario.engine.board import Board, Move, Pill
+from drmario.engine.board import Board, Move, Pill, as_board, as_move, as_pill, move_values
 
 # Moves arrays (legal masks, move probabilities, training targets) are [r, x, y]: r clockwise
 # quarter-turns from spawn, (x, y) the cell of the pill's bottom-left half. Flat: r * 128 + x * 16 + y.
@@ -20,6 +20,7 @@ def legal_moves(board: Board, pill: Pill) -> list[Move]:
 
     A same-colour pill gets one move per placement, with the canonical r in {0, 1}.
     """
+    board, pill = as_board(board), as_pill(pill)
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     n = K.legal_moves_into(board.cells, int(pill.left), int(pill.right), moves)
     return [Move(*row) for row in moves[:n].tolist()]
@@ -28,6 +29,7 @@ def legal_moves(board: Board, pill: Pill) -> list[Move]:
 def legal_mask(board: Board, pill: Pill) -> np.ndarray:
     """Legal moves as a bool[4, 8, 16] array [r, x, y]; for a same-colour pill the planes r and
     r + 2 are equal (the layout of the training targets)."""
+    board, pill = as_board(board), as_pill(pill)
     mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     K.legal_mask_into(board.cells, int(pill.left), int(pill.right), mask)
     return mask.view(np.bool_)
@@ -35,11 +37,14 @@ def legal_mask(board: Board, pill: Pill) -> np.ndarray:
 
 def canonical(pill: Pill, move: Move) -> Move:
     """The canonical form of move: r mod 2 for a same-colour pill, move itself otherwise."""
-    return Move(move.r % 2, move.x, move.y) if pill.same_colour else move
+    move = as_move(move)
+    return Move(move.r % 2, move.x, move.y) if as_pill(pill).same_colour else move
 
 
 def is_legal(board: Board, pill: Pill, move: Move) -> bool:
-    r, x, y = move
+    """Whether move is a legal placement of pill on board (False out of the bottle; FormatError
+    for a move that is not three integers)."""
+    r, x, y = move_values(move)
     if not (0 <= r < 4 and 0 <= x < K.WIDTH and 0 <= y < K.HEIGHT):
         return False
     return bool(legal_mask(board, pill)[r, x, y])
@@ -58,7 +63,7 @@ class PlaceResult:
 
 def place(board: Board, pill: Pill, move: Move) -> tuple[Board, PlaceResult]:
     """Lock pill at move and resolve every cascade. Raises ValueError for an illegal move."""
-    move = Move(*move)
+    board, pill, move = as_board(board), as_pill(pill), as_move(move)
     if not is_legal(board, pill, move):
         raise ValueError(f"illegal move {tuple(move)} (r, x, y) for pill {pill.to_string()!r} on {board!r}")
     cells = board.cells.copy()
@@ -82,5 +87,5 @@ def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
 
 def move_index(move: Move) -> int:
     """Flat index r * 128 + x * 16 + y of a move in the 512 output slots."""
-    r, x, y = move
+    r, x, y = as_move(move)
     return (r * K.WIDTH + x) * K.HEIGHT + y

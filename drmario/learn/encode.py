@@ -1,4 +1,4 @@
-"""Network input planes and the moves target (design note 000, spec/design.md sections 1-2).
+"""Network input planes and the moves target (design note 000).
 
 Input: float[18, 8, 16] planes [channel, x, y], y = 0 at the bottom. Channels come in groups of
 three for red, yellow, blue: 0-2 viruses; 3-5 disconnected halves (top and bottom halves of a

@@ -1,7 +1,7 @@
 """Training examples: one per decision, validation, examples from games, and colour augmentation.
 
 An example is the design note's array ``[board, pill, won, cleared, duration, moves]``
-(spec/design.md section 1): the 128-letter board before the pill is placed, the pill in its
+(design note 000): the 128-letter board before the pill is placed, the pill in its
 2-letter spawn form, ``won`` -1 (topped out) or +1 (cleared every virus, or stalemate), ``cleared``
 the viruses cleared from this decision (included) to the end of the game, ``duration`` the pills
 placed from this decision (included) to the end, and ``moves`` 4 flat lists of x, y, p triples, one

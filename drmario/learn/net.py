@@ -1,9 +1,9 @@
 """The residual network of design note 000 with three heads, the loss, checkpoints, and `Player`,
-the batched inference wrapper the search calls (spec/design.md section 2).
+the batched inference wrapper the search calls.
 
 Heads (`NetConfig.head`):
 
-- ``conv`` (the default, measured to generalise: spec/design.md section 2): the move logits are a
+- ``conv`` (the default, measured to generalise: bench/imitation.py): the move logits are a
   convolution of the trunk to 4 planes, one per rotation, so slot r * 128 + x * 16 + y is plane r
   at cell (x, y); the three value outputs come from a 1x1-conv projection pooled over the board
   (mean and max, as KataGo pools) and a small MLP. Nothing flattens the 4,096 trunk features.

@@ -1,4 +1,4 @@
-"""Training: one config object, one loop (spec/design.md sections 2 and 4).
+"""Training: one config object, one loop.
 
 `train(cfg, run_dir)` writes into run_dir: config.json, metrics.csv (one row per logged step, every
 loss term) and checkpoints/step-NNNNNN.pt + checkpoints/latest.pt (model, optimizer, scheduler,
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from drmario.files import MetricsCSV, write_atomic
+from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet
 from drmario.learn.net import (
     CheckpointError,
@@ -508,16 +508,20 @@ class Trainer:
 
 
 def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = None) -> TrainResult:
-    """Train (or continue training) the network of cfg.net in run_dir; see the module docstring."""
-    if examples is None:
-        if not cfg.data:
-            raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
-        from drmario.learn.dataset import load_examples
+    """Train (or continue training) the network of cfg.net in run_dir; see the module docstring.
+    run_dir has one owner: while this runs, another trainer on it is refused at once, naming this
+    one (`drmario.files.lock_run_dir`; under torchrun process 0 holds it for all)."""
+    owner = lock_run_dir(run_dir, "trainer") if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
+    with owner:
+        if examples is None:
+            if not cfg.data:
+                raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
+            from drmario.learn.dataset import load_examples
 
-        examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
-    trainer = Trainer(cfg, run_dir)
-    try:
-        trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
-        return trainer.run(cfg.steps)
-    finally:
-        trainer.close()
+            examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
+        trainer = Trainer(cfg, run_dir)
+        try:
+            trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
+            return trainer.run(cfg.steps)
+        finally:
+            trainer.close()

@@ -1,6 +1,6 @@
 """The evaluation arena: agents play the same fixed (seed, level) games; results per agent and level.
 
-The protocol (`EvalConfig`, spec/design.md section 3): NES rules (no stalemate rule), games drawn
+The protocol (`EvalConfig`): NES rules (no stalemate rule), games drawn
 from the evaluation seeds only (`engine.level.EVALUATION_SEEDS`, never used for training or tuning),
 a pill cap (2,000 by default) at which a game still running counts as a failure, and a win rate
 (every virus cleared) with its Wilson 95% interval. Placements are timing-free: an agent may put a

@@ -16,6 +16,7 @@ histogram; `InferenceStats.row()` turns them into a metrics.csv row.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import queue
 import time
@@ -29,6 +30,7 @@ import torch
 
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
+from drmario.files import RunError, die_with_parent
 from drmario.learn.encode import planes_torch
 from drmario.learn.net import DrMarioNet, Player
 from drmario.search.searcher import Prediction
@@ -274,7 +276,10 @@ class RemoteEvaluator:
 
     def wait(self, ticket: Ticket) -> Prediction:
         while ticket.slot not in self._done:  # answers may come back in another order than asked
-            slot = self._answers.recv()
+            try:
+                slot = self._answers.recv()
+            except (EOFError, OSError) as e:  # the server's end closed: it is gone
+                raise RunError(f"search worker {self.worker}: the inference server is gone ({e!r})") from None
             self._in_flight.discard(slot)
             self._done.add(slot)
         self._done.discard(ticket.slot)
@@ -291,9 +296,13 @@ class RemoteEvaluator:
             s.close()
 
 
-def _serve(net_state: dict, device: str, buckets: Sequence[int], requests, answers, shm_names, capacity, log) -> None:
+def _serve(
+    net_state: dict, device: str, buckets: Sequence[int], requests, answers, shm_names, capacity, log, parent=None
+) -> None:
     """The inference process: merge pending requests into one batch, evaluate, answer each."""
     from drmario.learn.net import NetConfig
+
+    die_with_parent(parent)
 
     net = DrMarioNet(NetConfig.from_dict(net_state["config"]))
     net.load_state_dict(net_state["model"])
@@ -394,10 +403,15 @@ class InferenceServer:
                 names,
                 capacity,
                 self.stats_queue,
+                mp.current_process().pid,
             ),
             daemon=True,
         )
-        self.process.start()
+        try:
+            self.process.start()
+        except BaseException:
+            self._release()
+            raise
 
     def handle(self, worker: int) -> dict:
         return {
@@ -415,20 +429,34 @@ class InferenceServer:
         return rows
 
     def close(self) -> list[dict]:
-        """Stop the server; returns its last stats rows."""
-        self.requests.put("stop")
-        rows = []
-        self.process.join(timeout=60)
-        rows = self.stats()
-        for worker in self._shm:
-            for s in worker:
-                s.close()
-                s.unlink()
+        """Stop the server (if it still runs) and release the shared memory, whatever happened to
+        the server; returns its last stats rows. Safe to call again."""
+        rows: list[dict] = []
+        try:
+            if self.process.is_alive():
+                self.requests.put("stop")
+                self.process.join(timeout=60)
+                if self.process.is_alive():  # stuck: it must not outlive the run
+                    self.process.terminate()
+                    self.process.join(timeout=10)
+            with contextlib.suppress(Exception):  # a server that died may leave a half-written row
+                rows = self.stats()
+        finally:
+            self._release()
         return rows
+
+    def _release(self) -> None:
+        """Close and unlink the shared memory blocks (once)."""
+        blocks, self._shm = self._shm, []
+        for worker in blocks:
+            for s in worker:
+                with contextlib.suppress(OSError):
+                    s.close()
+                with contextlib.suppress(FileNotFoundError):
+                    s.unlink()
 
     def __enter__(self) -> InferenceServer:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.process.is_alive():
-            self.close()
+        self.close()

@@ -6,15 +6,27 @@ code version, and one entry per game: index, seed, level, outcome, first line, c
 ``records/``: ``shard-NNNNNN.jsonl`` (the game records, for replay). Shards are written atomically, so an
 interrupted run loses at most the shards in progress; running again skips the games already written
 and plays the rest, with the same seeds, so the result is the same as an uninterrupted run.
+
+A shard's sidecar carries the sha256 of its examples file and of its records file (``sha256``). On
+resume, a shard whose files do not match (cut short, changed) is not trusted: its files are moved
+aside (``*.damaged``) and its games are played again. A run directory has one owner
+(`drmario.files.lock_run_dir`): a second ``generate`` on it is refused at once. Worker processes die
+with the process that started them, and a dead worker or inference server ends the run with an error
+that names it (`drmario.files.RunError`); the shards already written are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import queue
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -24,8 +36,15 @@ import pandas as pd
 
 from drmario.engine.game import DEFAULT_STALL_LIMIT, GameRecord
 from drmario.engine.level import MAX_LEVEL, TRAINING_SEEDS
-from drmario.files import append_csv, write_atomic
-from drmario.learn.example_files import read_sidecar, write_examples
+from drmario.files import (
+    RunError,
+    append_csv,
+    die_with_parent,
+    lock_run_dir,
+    remove_stray_temp,
+    write_atomic,
+)
+from drmario.learn.example_files import decode_file, read_sidecar, sidecar_path, write_examples
 from drmario.learn.examples import game_examples
 from drmario.play.agents import SearchAgent
 from drmario.play.lockstep import GameSpec, play_lockstep
@@ -88,6 +107,79 @@ def _shard_path(run_dir: Path, first: int) -> Path:
 
 def _records_path(shard: Path) -> Path:
     return shard.parent.parent / RECORDS / shard.name.replace(".jsonl.gz", ".jsonl")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _shard_files(shard: Path) -> dict[str, Path]:
+    return {"examples": shard, "records": _records_path(shard)}
+
+
+def _seal(shard: Path) -> None:
+    """Add the sha256 of the shard's examples and records files to its sidecar (written last: a
+    shard cut before this is checked by reading it whole, `shard_problem`)."""
+    side = read_sidecar(shard) or {}
+    side["sha256"] = {kind: file_sha256(path) for kind, path in _shard_files(shard).items()}
+    write_atomic(sidecar_path(shard), json.dumps(side, indent=1) + "\n")
+
+
+def shard_problem(shard: str | Path) -> str | None:
+    """What is wrong with a written shard, or None if it can be trusted: its files must match the
+    sha256 in its sidecar; a shard without them (written before checksums, or cut off before its
+    sidecar was sealed) must read whole, with the example and game counts its sidecar says."""
+    shard = Path(shard)
+    try:
+        side = read_sidecar(shard)
+    except ValueError as e:
+        return str(e)
+    if side is None:
+        return f"{sidecar_path(shard)} is missing"
+    files = _shard_files(shard)
+    sums = side.get("sha256")
+    if isinstance(sums, dict):
+        for kind, path in files.items():
+            if not path.is_file():
+                return f"{path} is missing"
+            if file_sha256(path) != sums.get(kind):
+                return f"{path} does not match the sha256 in {sidecar_path(shard).name} (cut short or changed)"
+        return None
+    try:
+        _, report = decode_file(shard, "skip")
+        games = len(files["records"].read_text().splitlines()) if files["records"].is_file() else None
+    except (OSError, ValueError) as e:
+        return f"{shard} cannot be read: {e}"
+    if report.skipped or report.examples != side.get("examples"):
+        expected = side.get("examples")
+        return f"{shard} reads {report.examples} examples ({report.skipped} bad lines); its sidecar says {expected}"
+    if games != len(side.get("games", [])):
+        return f"{files['records']} holds {games} game records, the sidecar lists {len(side.get('games', []))} games"
+    return None
+
+
+def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -> list[int]:
+    """Check every shard in run_dir (`shard_problem`); move the files of a damaged one aside
+    (``<name>.damaged``), so that its games are played again. Returns the games to replay."""
+    replay: list[int] = []
+    for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
+        problem = shard_problem(shard)
+        if problem is None:
+            continue
+        try:
+            games = [int(g["index"]) for g in (read_sidecar(shard) or {}).get("games", [])]
+        except (ValueError, KeyError, TypeError):
+            games = []
+        for path in (*_shard_files(shard).values(), sidecar_path(shard)):
+            if path.exists():
+                os.replace(path, path.with_name(path.name + ".damaged"))
+        log(f"{shard}: {problem}; its {len(games)} game(s) are played again (the old files are kept as *.damaged)")
+        replay += games
+    return replay
 
 
 def done_games(run_dir: str | Path) -> set[int]:
@@ -157,48 +249,81 @@ def play_shard(
     ]
     meta = {"selfplay": cfg.to_dict(), "seconds": round(time.perf_counter() - start, 3), **(meta or {})}
     write_examples(shard, (ex for _, e in ordered for ex in e), meta, games=games)
+    _seal(shard)
     return {"games": len(specs), "positions": sum(len(e) for _, e in ordered)}
 
 
-def generate(cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True) -> pd.DataFrame:
-    """Play the run's games not yet written in run_dir and write their shards. Returns `summary`."""
+def generate(
+    cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True, log: Callable[[str], None] = print
+) -> pd.DataFrame:
+    """Play the run's games not yet written in run_dir and write their shards. Returns `summary`.
+    Refuses a run directory that another process works in, or that holds other settings; redoes
+    damaged shards (`set_aside_damaged`; log reports them). Raises `RunError` naming the part
+    that failed when a worker process or the inference server dies."""
     from tqdm.auto import tqdm
 
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    settings = run_dir / "selfplay.json"
-    if settings.exists():
-        previous = json.loads(settings.read_text())
-        if previous != json.loads(json.dumps(cfg.to_dict())):
-            raise ValueError(f"{settings} holds other settings; use a new run directory or the same settings")
-    else:
-        write_atomic(settings, json.dumps(cfg.to_dict(), indent=1) + "\n")
-    done = done_games(run_dir)
-    todo = [s for s in cfg.game_specs() if s.number not in done]
-    shards = [todo[i : i + cfg.games_per_shard] for i in range(0, len(todo), cfg.games_per_shard)]
-    bar = tqdm(total=cfg.games, initial=cfg.games - len(todo), desc="self-play games", disable=not progress)
-    cfg_dict = cfg.to_dict()
-    if cfg.inference == "server":
-        _generate_with_server(cfg, shards, run_dir, bar)
-    elif cfg.workers == 1:
-        agent = _make_agent(cfg)
-        for specs in shards:
-            bar.update(play_shard(cfg_dict, specs, str(run_dir), agent)["games"])
-    else:
-        with ProcessPoolExecutor(cfg.workers, mp_context=_spawn()) as pool:
-            futures = [pool.submit(play_shard, cfg_dict, specs, str(run_dir)) for specs in shards]
-            for future in as_completed(futures):
-                bar.update(future.result()["games"])
-    bar.close()
-    return summary(run_dir)
+    with lock_run_dir(run_dir, "self-play", log=log):
+        remove_stray_temp(run_dir)  # files of writers killed mid-write (this run owns the folder now)
+        settings = run_dir / "selfplay.json"
+        if settings.exists():
+            previous = json.loads(settings.read_text())
+            if previous != json.loads(json.dumps(cfg.to_dict())):
+                raise ValueError(f"{settings} holds other settings; use a new run directory or the same settings")
+        else:
+            write_atomic(settings, json.dumps(cfg.to_dict(), indent=1) + "\n")
+        set_aside_damaged(run_dir, log)
+        done = done_games(run_dir)
+        todo = [s for s in cfg.game_specs() if s.number not in done]
+        shards = [todo[i : i + cfg.games_per_shard] for i in range(0, len(todo), cfg.games_per_shard)]
+        bar = tqdm(total=cfg.games, initial=cfg.games - len(todo), desc="self-play games", disable=not progress)
+        cfg_dict = cfg.to_dict()
+        if cfg.inference == "server":
+            _generate_with_server(cfg, shards, run_dir, bar)
+        elif cfg.workers == 1:
+            agent = _make_agent(cfg)
+            for specs in shards:
+                bar.update(play_shard(cfg_dict, specs, str(run_dir), agent)["games"])
+        else:
+            _generate_with_pool(cfg, shards, run_dir, bar)
+        bar.close()
+        return summary(run_dir)
 
 
-def _server_worker(cfg_dict: dict, shards: list[list[GameSpec]], run_dir: str, handle: dict, done) -> None:
+def _shard_names(shards: list[list[GameSpec]]) -> str:
+    names = [f"shard-{specs[0].number:06d}" for specs in shards]
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _generate_with_pool(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run_dir: Path, bar) -> None:
+    """cfg.workers processes, one shard at a time each; a worker that dies (killed, out of
+    memory) ends the run with a `RunError` naming the shards left unfinished."""
+    pool = ProcessPoolExecutor(cfg.workers, mp_context=_spawn(), initializer=die_with_parent, initargs=(os.getpid(),))
+    futures: dict[Future, list[GameSpec]] = {}
+    try:
+        futures = {pool.submit(play_shard, cfg.to_dict(), specs, str(run_dir)): specs for specs in shards}
+        for future in as_completed(futures):
+            bar.update(future.result()["games"])
+    except BrokenProcessPool:
+        unfinished = [specs for f, specs in futures.items() if not f.done() or f.exception() is not None]
+        raise RunError(
+            f"a self-play worker process died abruptly (killed, or out of memory?) while playing; "
+            f"unfinished: {_shard_names(unfinished)}. The shards written in {run_dir} are kept: "
+            "run the same command again to play the rest"
+        ) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _server_worker(
+    cfg_dict: dict, shards: list[list[GameSpec]], run_dir: str, handle: dict, done, parent: int | None = None
+) -> None:
     """A search process of `_generate_with_server`: its shards, evaluated by the server."""
     import torch
 
     from drmario.play.inference import RemoteEvaluator
 
+    die_with_parent(parent)
     torch.set_num_threads(1)
     cfg = SelfPlayConfig.from_dict(cfg_dict)
     remote = RemoteEvaluator(handle)
@@ -206,12 +331,17 @@ def _server_worker(cfg_dict: dict, shards: list[list[GameSpec]], run_dir: str, h
     try:
         for specs in shards:
             done.put(play_shard(cfg_dict, specs, run_dir, agent)["games"])
+    except RunError as e:  # the server is gone: one line (the parent names the cause), no traceback
+        print(f"drmario self-play: {e}", file=sys.stderr, flush=True)
+        sys.exit(3)
     finally:
         remote.close()
 
 
 def _generate_with_server(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run_dir: Path, bar) -> None:
-    """cfg.workers search processes feed one inference process; its stats go to metrics.csv."""
+    """cfg.workers search processes feed one inference process; its stats go to metrics.csv. A
+    dead server or worker ends the run with a `RunError` that names it (server first: the workers
+    fail when it dies); the shared memory is released either way."""
     from drmario.learn.net import load_net
     from drmario.play.inference import InferenceServer
 
@@ -223,22 +353,59 @@ def _generate_with_server(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run
         procs = [
             ctx.Process(
                 target=_server_worker,
-                args=(cfg.to_dict(), shards[w :: cfg.workers], str(run_dir), server.handle(w), done),
+                args=(cfg.to_dict(), shards[w :: cfg.workers], str(run_dir), server.handle(w), done, os.getpid()),
+                name=f"search worker {w}",
+                daemon=True,  # never outlives this process
             )
             for w in range(cfg.workers)
         ]
-        for p in procs:
-            p.start()
-        while any(p.is_alive() for p in procs) or not done.empty():
-            with contextlib.suppress(queue.Empty):
-                bar.update(done.get(timeout=0.5))
-            for row in server.stats():
+        try:
+            for p in procs:
+                p.start()
+            server_lost = False
+            while any(p.is_alive() for p in procs) or not done.empty():
+                with contextlib.suppress(queue.Empty):
+                    bar.update(done.get(timeout=0.5))
+                for row in server.stats():
+                    append_csv(metrics, row)
+                if not server.process.is_alive():
+                    server_lost = True
+                    break
+            if server_lost:
+                server.process.join(1)
+                code = server.process.exitcode
+                running = sum(p.is_alive() for p in procs)
+                raise RunError(
+                    f"the inference server (pid {server.process.pid}) died ({_exit_text(code)}) while "
+                    f"{running} of {len(procs)} search worker(s) were playing; the shards written in {run_dir} "
+                    "are kept: run the same command again to play the rest"
+                )
+            for row in server.close():
                 append_csv(metrics, row)
-        for row in server.close():
-            append_csv(metrics, row)
-        failed = [p.exitcode for p in procs if p.exitcode]
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+                p.join(5)
+        failed = [(p.name, p.exitcode) for p in procs if p.exitcode]
         if failed:
-            raise RuntimeError(f"{len(failed)} search process(es) failed (exit codes {failed}); see their output")
+            parts = ", ".join(f"{name} ({_exit_text(code)})" for name, code in failed)
+            raise RunError(
+                f"{parts} failed while the inference server was running; their traceback is in the output "
+                f"above; the shards written in {run_dir} are kept: run the same command again to play the rest"
+            )
+
+
+def _exit_text(code: int | None) -> str:
+    """'exit code 1', 'killed by SIGKILL' or 'still running' for a process's exitcode."""
+    import signal
+
+    if code is None:
+        return "still running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 def _spawn():

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from drmario.files import RunError
 from drmario.settings import Settings, SettingsError, apply_dotted, load_yaml, parse_assignment
 
 SETTING = "setting:"  # argparse dest prefix of the derived flags
@@ -187,6 +188,38 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare run directories: a leaderboard of every round's network (alone and with search) and
+    the agents without a network, best first, with the win rate per level and over all levels
+    (wins/games, Wilson 95% interval); the final train and test losses of every training run; and,
+    with --out, the plots as PNG files (leaderboard.png, arena.png, curves.png)."""
+    from drmario.run.compare import (
+        arena_results,
+        final_losses,
+        format_leaderboard,
+        leaderboard,
+        save_figures,
+        training_curves,
+    )
+
+    results = arena_results(args.run_dirs)
+    curves = training_curves(args.run_dirs)
+    if results.empty and curves.empty:
+        raise ValueError(
+            f"no arena tables (analysis*/arena.csv) or training metrics (train*/metrics.csv) in {args.run_dirs}"
+        )
+    print("Leaderboard (win rate: every virus cleared; NES rules, the pill cap counts as a failure)")
+    print(format_leaderboard(leaderboard(results)))
+    losses = final_losses(curves)
+    if not losses.empty:
+        print("\nFinal losses of each training run (its last train row and last test row)")
+        print(losses.to_string(float_format=lambda v: f"{v:.4g}"))
+    if args.out:
+        for path in save_figures(args.run_dirs, args.out):
+            print(f"wrote {path}")
+    return 0
+
+
 def settings_classes() -> dict[str, type[Settings]]:
     """Every settings class by name: the components' and the notebooks' (by notebook stem)."""
     from drmario.baselines import DQNConfig, TDConfig
@@ -284,6 +317,10 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--baselines", action="store_true", help="finish with 05: the DQN and TD baselines")
     pipe.add_argument("--no-progress", action="store_true", help="no progress bars")
 
+    cmp = command("compare", cmd_compare)
+    cmp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (of the pipeline) to compare")
+    cmp.add_argument("--out", metavar="FOLDER", help="save the plots there as PNG files")
+
     st = command("settings", cmd_settings)
     st.add_argument("name", help="SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, ... or a notebook")
     return parser
@@ -293,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RunError) as e:  # RunError: a busy run directory, a dead worker
         print(f"drmario {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from drmario.files import write_atomic
+from drmario.files import parent_death_signal, write_atomic
 from drmario.run.pipeline import analysis_dir, child_env, round_dir, train_dir
 
 if TYPE_CHECKING:
@@ -134,7 +134,9 @@ def train_live(
     """`train.train` in a child process (``python -m drmario train``), with its loss curves redrawn
     every refresh_s seconds from metrics.csv while it runs. The child's output goes to
     run_dir/train.log. Interrupting stops the child; running again resumes from its last checkpoint.
-    threads: torch's CPU threads in the child (0: its default, every core).
+    The child dies with this process, however it ends (kill -9 included: Linux's parent-death
+    signal), so no trainer outlives its kernel. threads: torch's CPU threads in the child (0: its
+    default, every core).
 
     Returns the TrainResult (``stopped`` says why training stopped early, e.g. a non-finite loss).
     Raises RuntimeError, with the end of the log, if the trainer fails otherwise.
@@ -156,7 +158,9 @@ def train_live(
     with open(log_path, "a") as log:
         log.write(f"\n# {datetime.now(timezone.utc).isoformat(timespec='seconds')}: {' '.join(cmd)}\n")
         log.flush()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env())
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), preexec_fn=parent_death_signal()
+        )
         try:
             while True:
                 try:

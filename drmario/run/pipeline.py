@@ -20,23 +20,39 @@ whose keys are that notebook's parameters. The pipeline sets the paths itself
 
 Rerunning into the same run directory resumes: a notebook that completed and left its outputs is
 skipped, an interrupted one runs again (and its work resumes: self-play skips the games written,
-training continues from its last checkpoint). A run directory made with other parameters is refused.
+training continues from its last checkpoint). The settings of the steps that finished are binding: a
+rerun that changes them is refused (use a new run directory); the settings of the steps still to
+run may change. A run directory has one owner: a second pipeline on it is refused at once
+(`drmario.files.lock_run_dir`), and the kernels and the trainer it starts die with it.
+
+An executed notebook is written under a temporary name and renamed into place when papermill is
+done, so ``notebooks/`` never holds a notebook cut short (by a full disk, a kill) under its real name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from drmario.files import write_atomic
+from drmario.files import (
+    LOCK_NAME,
+    RunError,
+    lock_run_dir,
+    parent_death_signal,
+    remove_stray_temp,
+    temp_path,
+    write_atomic,
+)
 from drmario.run.profiles import (
     NOTEBOOKS,
     PATH_PARAMETERS,
@@ -50,8 +66,9 @@ from drmario.run.profiles import (
 RECORD = "pipeline.json"
 
 
-class PipelineError(RuntimeError):
-    """A notebook of the pipeline failed; the message names it and its executed copy."""
+class PipelineError(RunError):
+    """A notebook of the pipeline failed; the message names it, the failing cell and where the
+    traceback is (the executed notebook; for 02 also the trainer's train.log)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -184,21 +201,38 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
     return out
 
 
-def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int) -> None:
+def _section_of(step: Step) -> str:
+    return next(section for section, nb in NOTEBOOKS.items() if nb.stem == step.notebook)
+
+
+def _claim(
+    run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, steps: Sequence[Step]
+) -> list[str]:
     """Write run_dir/pipeline.json, or check that the run there was made with the same settings
-    (self-play's rule: resume the same run, refuse another one)."""
+    for every step that finished (self-play's rule: resume the same run, refuse another one); the
+    settings of steps still to run may change. Returns the changes accepted. Call it holding the
+    run directory's lock, after the settings validated: a refused rerun changes nothing."""
     record = run_dir / RECORD
     settings = json.loads(json.dumps(dict(profile)))  # as JSON compares
+    accepted: list[str] = []
     if record.exists():
         previous = json.loads(record.read_text())
-        diff = _differences(previous.get("profile", {}), settings)
-        if diff:
+        finished = {_section_of(step) for step in steps if step_done(step)}
+        old = previous.get("profile", {})
+        binding = [
+            d
+            for key in sorted(set(old) | set(settings))
+            if key in finished
+            for d in _differences({key: old.get(key, "<unset>")}, {key: settings.get(key, "<unset>")})
+        ]
+        if binding:
             raise ValueError(
-                f"{run_dir} holds another run ({'; '.join(diff)}); use a new run directory "
+                f"{run_dir} holds another run ({'; '.join(binding)}); use a new run directory "
                 "(e.g. --run-dir runs/<new name>) or the same settings to resume it"
             )
+        accepted = _differences(old, settings)
         rounds = max(rounds, int(previous.get("rounds", 1)))
-    elif run_dir.exists() and any(run_dir.iterdir()):
+    elif run_dir.exists() and any(p.name != LOCK_NAME for p in run_dir.iterdir()):
         raise ValueError(f"{run_dir} is not empty and holds no {RECORD}: not a pipeline run; use a new run directory")
     from drmario.learn.example_files import code_version
 
@@ -211,6 +245,109 @@ def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds
         **code_version(),
     }
     write_atomic(record, json.dumps(entry, indent=1) + "\n")
+    return accepted
+
+
+@functools.cache
+def _kernel_manager_class() -> type:
+    """papermill's kernel manager, made to own its kernel: the kernel gets SIGKILL when this
+    process dies (also by kill -9; ipykernel's own parent poller takes up to a second), and it
+    talks over CurveZMQ-encrypted sockets where the kernelspec supports them, so it does not warn
+    "Kernel is running over TCP without encryption" once per notebook."""
+    import zmq
+    from jupyter_client import AsyncKernelManager  # what nbclient uses
+
+    class OwnedKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            if self.has_trait("transport_encryption") and zmq.has("curve"):
+                self.transport_encryption = "auto"  # only where the kernelspec declares support
+
+        async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+            cmd, kw = await super()._async_pre_start_kernel(**kw)
+            preexec = parent_death_signal()
+            if preexec is not None:
+                kw["preexec_fn"] = preexec
+            return cmd, kw
+
+    return OwnedKernelManager
+
+
+def _trace_hint(step: Step) -> str:
+    """Where a failing step's traceback is beside its executed notebook: 02's trainer runs in a
+    child process whose output, with its traceback, goes to train.log."""
+    if step.notebook == NOTEBOOKS["train"].stem:
+        log = train_dir(step.parameters["run_dir"], step.round) / "train.log"
+        if log.exists():
+            return f"the trainer's output, with its traceback if it failed, is in {log}; "
+    return ""
+
+
+def _keep_executed(tmp: Path, output: Path) -> bool:
+    """Rename the executed notebook tmp to output if it is a whole notebook (else remove it)."""
+    import nbformat
+
+    try:
+        nbformat.read(tmp, as_version=4)
+    except Exception:  # missing, or cut short (a full disk): no pointer to a broken file
+        tmp.unlink(missing_ok=True)
+        return False
+    os.replace(tmp, output)
+    return True
+
+
+def _failing_cell(output: Path, exec_count: int | None) -> str:
+    """' (`first line of the cell`)' for the cell numbered exec_count in an executed notebook."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(output, as_version=4)
+        cell = next(c for c in nb.cells if c.get("execution_count") == exec_count and c.cell_type == "code")
+    except Exception:
+        return ""
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    return f" (`{first[:80]}`)" if first else ""
+
+
+def _execute(step: Step, notebooks_dir: Path, env: Mapping[str, str], progress: bool) -> None:
+    """Run one notebook with papermill into step.output (written as a temporary file, renamed at
+    the end); PipelineError naming the failing cell and the files with the traceback."""
+    import papermill as pm
+
+    step.output.unlink(missing_ok=True)  # an earlier attempt's notebook is no pointer to this one
+    tmp = temp_path(step.output)
+    try:
+        with _environ(env), warnings.catch_warnings():
+            # the temporary name does not end in .ipynb, which papermill would warn about
+            warnings.filterwarnings("ignore", "The specified file .* does not end in one of", UserWarning)
+            pm.execute_notebook(
+                str(notebooks_dir / f"{step.notebook}.ipynb"),
+                str(tmp),
+                parameters=step.parameters,
+                kernel_name="python3",
+                cwd=str(notebooks_dir),  # where the notebooks' own default paths are meant from
+                progress_bar=progress,
+                log_output=False,
+                kernel_manager_class=_kernel_manager_class(),
+            )
+    except pm.PapermillExecutionError as e:
+        kept = _keep_executed(tmp, step.output)
+        where = f"the executed notebook, with the error, is {step.output}" if kept else _lost(step)
+        cell = _failing_cell(step.output, e.exec_count) if kept else ""
+        raise PipelineError(
+            f"{step.label} failed in cell {e.exec_count}{cell}: {e.ename}: {e.evalue}\n{_trace_hint(step)}{where}"
+        ) from e
+    except BaseException as e:  # the kernel died or could not start, the disk is full, an interrupt
+        kept = _keep_executed(tmp, step.output)
+        if not isinstance(e, Exception):
+            raise
+        where = f"the notebook as far as it ran is {step.output}" if kept else _lost(step)
+        raise PipelineError(f"{step.label} failed: {type(e).__name__}: {e}\n{_trace_hint(step)}{where}") from e
+    os.replace(tmp, step.output)
+
+
+def _lost(step: Step) -> str:
+    return f"the executed notebook could not be written completely, so none is kept at {step.output}"
 
 
 def run_pipeline(
@@ -227,49 +364,44 @@ def run_pipeline(
     """Run the notebooks into run_dir (default ``runs/<profile name>``) with papermill; see the
     module docstring. profile: a YAML/JSON file or a dict; overrides: ``section.parameter=value``.
     Returns the steps, each executed or found done."""
-    import papermill as pm
-
     source = None
     if not isinstance(profile, Mapping):
         source = str(profile)
         profile = load_profile(profile)
     profile = apply_overrides(profile, overrides)
-    check_profile(profile)
+    check_profile(profile)  # before anything is written: a refused profile leaves no trace
     notebooks_dir = Path(notebooks_dir or kit_dir("notebooks"))
     run_dir = Path(run_dir or Path("runs") / str(profile["name"])).resolve()
     steps = plan(profile, run_dir, rounds, baselines)
-    _claim(run_dir, profile, source, rounds)
-    (run_dir / "notebooks").mkdir(exist_ok=True)
-    env = child_env()
-    for i, step in enumerate(steps, 1):
-        where = f"[{i}/{len(steps)}] {step.label}"
-        if step_done(step):
-            log(f"{where}: done already ({step.output})")
-            continue
-        log(f"{where}: running -> {step.output}")
-        start = time.perf_counter()
+    made = not run_dir.exists()
+    with lock_run_dir(run_dir, "pipeline", log=log) as lock:
         try:
-            with _environ(env):
-                pm.execute_notebook(
-                    str(Path(notebooks_dir) / f"{step.notebook}.ipynb"),
-                    str(step.output),
-                    parameters=step.parameters,
-                    kernel_name="python3",
-                    cwd=str(notebooks_dir),  # where the notebooks' own default paths are meant from
-                    progress_bar=progress,
-                    log_output=False,
-                )
-        except pm.PapermillExecutionError as e:
-            raise PipelineError(
-                f"{step.label} failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
-                f"the executed notebook, with the error, is {step.output}"
-            ) from e
-        except Exception as e:  # the kernel died, could not start, ...
-            raise PipelineError(f"{step.label} failed: {type(e).__name__}: {e}\nsee {step.output}") from e
-        missing = [str(p) for p in step.products if not p.exists()]
-        if missing:
-            raise PipelineError(f"{step.label} completed but did not make {', '.join(missing)}; see {step.output}")
-        log(f"{where}: finished in {time.perf_counter() - start:.0f} s")
+            accepted = _claim(run_dir, profile, source, rounds, steps)
+        except BaseException:
+            lock.release()
+            if made:  # a directory this refused run made: leave nothing behind
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
+            raise
+        if accepted:
+            log(f"settings changed for steps not run yet: {'; '.join(accepted)}")
+        stray = remove_stray_temp(run_dir)  # the children of an interrupted run are dead by now
+        if stray:
+            log(f"removed {len(stray)} temporary file(s) left by an interrupted run")
+        (run_dir / "notebooks").mkdir(exist_ok=True)
+        env = child_env()
+        for i, step in enumerate(steps, 1):
+            where = f"[{i}/{len(steps)}] {step.label}"
+            if step_done(step):
+                log(f"{where}: done already ({step.output})")
+                continue
+            log(f"{where}: running -> {step.output}")
+            start = time.perf_counter()
+            _execute(step, notebooks_dir, env, progress)
+            missing = [str(p) for p in step.products if not p.exists()]
+            if missing:
+                raise PipelineError(f"{step.label} completed but did not make {', '.join(missing)}; see {step.output}")
+            log(f"{where}: finished in {time.perf_counter() - start:.0f} s")
     return steps
 
 

@@ -1,6 +1,6 @@
 """The search's utility and its rollouts (compiled).
 
-Utility (spec/design.md section 3): one scale in [0, 1] for every search, **outcome first** - any
+Utility: one scale in [0, 1] for every search, **outcome first** - any
 win is worth more than any top-out. A game that ends (or is cut off) p pills after the root, having
 cleared c of the root's V viruses, with survival s = p / (p + P), is worth
 

@@ -1,4 +1,4 @@
-"""MCTS with chance nodes for the next pill (spec/design.md section 3), over many games in lockstep.
+"""MCTS with chance nodes for the next pill, over many games in lockstep.
 
 Round 0 (``mode="round0"``): every root placement is evaluated with rollouts, then UCT simulations
 grow the tree, each ending in a rollout (random legal placements, or ``rollout_policy="greedy"``).

@@ -16,6 +16,7 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Board, Move, Pill
 from drmario.engine.game import Game
 from drmario.engine.rules import MOVES_SHAPE, legal_mask
+from drmario.engine.svg import _heat as heat_colour  # the overlay's ramp, so the scale matches the cells
 from drmario.engine.svg import board_svg
 from drmario.viz.views import HTMLView, SVGView
 
@@ -205,6 +206,42 @@ def _heatmap_parts(
     return svgs, caption
 
 
+def colour_scale(peak_share: float, width: int = 240, steps: int = 24) -> str:
+    """An SVG legend strip for a heatmap's cell shading: the colour ramp from an empty cell (0) to the
+    most probable entry, with its numbers as shares of the array's total mass (0, half the peak, the
+    peak). Its root element has ``class="colour-scale"``."""
+    if not 0.0 <= peak_share <= 1.0:
+        raise ValueError(f"peak_share must be a share in [0, 1], got {peak_share}")
+    left, bar_w, h = 6, width - 12, 10
+    out = [
+        f'<svg class="colour-scale" xmlns="http://www.w3.org/2000/svg" width="{width}" height="40" '
+        f'viewBox="0 0 {width} 40" font-family="sans-serif">',
+        f'<text x="{left}" y="10" font-size="10" fill="#555">cell colour: share of the mass on that move</text>',
+    ]
+    for i in range(steps):  # discrete steps, not a gradient: no element ids to clash between pictures
+        v = (i + 0.5) / steps
+        x = left + i * bar_w / steps
+        out.append(f'<rect x="{x:.2f}" y="14" width="{bar_w / steps + 0.3:.2f}" height="{h}" fill="{heat_colour(v)}"/>')
+    out.append(f'<rect x="{left}" y="14" width="{bar_w}" height="{h}" fill="none" stroke="#888"/>')
+    for v, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
+        x = left + v * bar_w
+        out.append(f'<line x1="{x}" y1="{14 + h}" x2="{x}" y2="{17 + h}" stroke="#888"/>')
+        out.append(
+            f'<text class="tick" x="{x}" y="{h + 28}" font-size="10" fill="#555" text-anchor="{anchor}">'
+            f"{v * peak_share:.1%}</text>"
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _scale_html(moves: np.ndarray, width: int) -> str:
+    """The colour scale of a heatmap of moves (nothing when the array has no mass)."""
+    total = float(moves.sum())
+    if total <= 0:
+        return ""
+    return f'<div style="margin:2px 0">{colour_scale(float(moves.max()) / total, width)}</div>'
+
+
 def move_heatmap(
     board: Board,
     pill: Pill,
@@ -222,10 +259,12 @@ def move_heatmap(
     pill's bottom-left half, shaded relative to the largest entry. legal: bool[4, 8, 16], outlined
     (default `rules.legal_mask`). The top legal moves are numbered 1..top on their cells and listed
     below with their share of the mass; chosen (e.g. the move played) is drawn as a ghost pill.
-    Each board shows the pill turned as in its plane above the bottle.
+    Each board shows the pill turned as in its plane above the bottle. A colour scale below gives
+    the shading's numbers (shares of the total mass).
     """
     svgs, caption = _heatmap_parts(board, pill, moves, legal, top, chosen, cell)
-    html = html_row(svgs, title=title) + f'<div style="font-size:12px;margin:2px 0 6px">{escape(caption)}</div>'
+    html = html_row(svgs, title=title) + _scale_html(as_moves_array(moves), min(320, 4 * (8 * cell + 16)))
+    html += f'<div style="font-size:12px;margin:2px 0 6px">{escape(caption)}</div>'
     return HTMLView(f"<div>{html}</div>", svgs)
 
 
@@ -241,8 +280,9 @@ def compare_heatmaps(
 ) -> HTMLView:
     """Several heatmaps of one position side by side, e.g. {"network": p, "search": pi}.
 
-    Each value is float[4, 8, 16]. For each after the first, the caption gives its overlap with the
-    first (the sum over moves of the smaller share: 1 for equal distributions, 0 for disjoint).
+    Each value is float[4, 8, 16], shown with its own colour scale. For each after the first, the
+    caption gives its overlap with the first (the sum over moves of the smaller share: 1 for equal
+    distributions, 0 for disjoint).
     """
     if not named_moves:
         raise ValueError("compare_heatmaps needs at least one moves array")
@@ -257,7 +297,7 @@ def compare_heatmaps(
             caption += f" · overlap with {first_name} {overlap:.2f}"
         svgs += parts
         blocks.append(
-            f"<div>{html_row(parts, title=name)}"
+            f"<div>{html_row(parts, title=name)}{_scale_html(m, min(320, 4 * (8 * cell + 16)))}"
             f'<div style="font-size:12px;margin:2px 0 6px;max-width:{4 * (8 * cell + 16)}px">{escape(caption)}</div>'
             "</div>"
         )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from drmario.play.arena import ARENA_COLUMNS
+from drmario.play.arena import ARENA_COLUMNS, all_levels, wilson
 from drmario.viz.views import Panel, ipywidgets_or_none
 
 if TYPE_CHECKING:
@@ -51,7 +51,48 @@ METRIC_LABELS = {
     "pills_per_virus": "pills per virus cleared",
     "topout_rate": "top-out rate",
     "capped_rate": "share stopped at the pill cap",
+    "stalemate_rate": "stalemate rate",
     "ms_per_move": "ms per move",
+}
+# Axis labels with units: the arena's metrics (y) ...
+METRIC_AXES = {
+    "win_rate": "win rate (% of games)",
+    "cleared_fraction": "viruses cleared (% of the level's)",
+    "pills_per_virus": "pills placed per virus cleared",
+    "topout_rate": "top-outs (% of games)",
+    "capped_rate": "stopped at the pill cap (% of games)",
+    "stalemate_rate": "stalemates (% of games)",
+    "ms_per_move": "time to choose a move (ms)",
+}
+# ... the training curves' x columns ...
+X_LABELS = {
+    "step": "training step (optimiser updates)",
+    "epoch": "epoch (passes over the training set)",
+    "samples": "training samples seen",
+    "time_s": "training time (s)",
+    "games": "training games played",
+    "updates": "updates",
+}
+# ... and their terms (the losses are per example; the value terms are squared errors, relative to
+# the target for cleared and duration; the moves term is a cross-entropy in nats).
+TERM_LABELS = {
+    "loss": "total loss (sum of the terms)",
+    "won": "won loss (ŵ − won)²",
+    "cleared": "cleared loss ((ĉ − c) / c)²",
+    "duration": "duration loss ((d̂ − d) / d)²",
+    "moves": "moves loss: cross-entropy (nats)",
+    "reg": "weight penalty c·‖θ‖²",
+    "lr": "learning rate",
+    "lr_after": "learning rate (after the game)",
+    "samples_per_s": "training samples / s",
+    "steps_per_s": "steps / s",
+    "positions_per_s": "positions / s",
+    "q_mean": "mean Q(s, a) (reward units)",
+    "mean_reward": "mean reward per transition",
+    "mean_outcome": "mean outcome target",
+    "viruses_per_game": "viruses cleared per game",
+    "clear_rate": "games won (share)",
+    "epsilon": "exploration ε",
 }
 
 PathLike = str | os.PathLike
@@ -196,7 +237,7 @@ def plot_curves(
     runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
     for term, a in zip(terms, axes):
         _draw_curves(a, df, runs, term, x, smoothing, log_scale)
-    handles = _curve_legend(runs)
+    handles = _curve_legend(runs, smoothing > 0)
     if ax is None:
         fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
     else:
@@ -226,21 +267,23 @@ def _draw_curves(a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoot
     elif log_scale and positive:
         a.set_yscale("log")
     a.set_title(term)
-    a.set_xlabel(x)
+    a.set_xlabel(X_LABELS.get(x, x.replace("_", " ")))
+    a.set_ylabel(TERM_LABELS.get(term, term.replace("_", " ")) + (", log scale" if a.get_yscale() == "log" else ""))
     a.grid(alpha=0.3, which="both" if log_scale else "major")
 
 
-def _curve_legend(runs: list) -> list:
-    """Legend handles of `plot_curves`: a colour per named run, then the train and test styles."""
+def _curve_legend(runs: list, smoothed: bool = False) -> list:
+    """Legend handles of `plot_curves`: a colour per named run, then the train and test styles (and
+    the faint raw train curve behind a smoothed one)."""
     from matplotlib.lines import Line2D
 
     handles = [
         Line2D([], [], color=f"C{k % 10}", lw=2, label=str(run)) for k, run in enumerate(runs) if run is not None
     ]
-    handles += [
-        Line2D([], [], color="grey", ls="-", label="train"),
-        Line2D([], [], color="grey", ls="--", marker="o", ms=3, label="test"),
-    ]
+    handles.append(Line2D([], [], color="grey", ls="-", label="train (smoothed)" if smoothed else "train"))
+    if smoothed:
+        handles.append(Line2D([], [], color="grey", ls="-", alpha=0.25, lw=0.8, label="train (raw)"))
+    handles.append(Line2D([], [], color="grey", ls="--", marker="o", ms=3, label="test"))
     return handles
 
 
@@ -295,7 +338,14 @@ def curve_explorer(
     c["reload"].on_click(reload)
     redraw()
     controls = widgets.HBox([c["runs"], c["terms"], widgets.VBox([c["smoothing"], c["x"], c["log"], c["reload"]])])
-    return Panel(widgets.VBox([controls, c["message"], c["image"]]), **c)
+    return Panel(widgets.VBox([controls, c["message"], c["image"]]), snapshot=lambda: _png_html(c["image"].value), **c)
+
+
+def _png_html(png: bytes) -> str:
+    """An <img> of PNG bytes, inline (the static copy of `curve_explorer`'s picture)."""
+    import base64
+
+    return f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"/>' if png else ""
 
 
 def _explorer_controls(widgets: Any, df: pd.DataFrame, terms: Sequence[str], available: list[str]) -> dict[str, Any]:
@@ -327,41 +377,118 @@ def _check_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise ValueError(f"{what}: missing column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
 
 
+def _agent_style(k: int) -> dict[str, Any]:
+    """Colour and line style of the k-th agent: 10 colours, then the next line style."""
+    return {"color": f"C{k % 10}", "ls": ("-", "--", ":", "-.")[(k // 10) % 4]}
+
+
+def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
+    """One panel of `plot_arena`: a line per agent over the level; True if Wilson bands were drawn."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
+    band_alpha = 0.15 if len(agents) <= 4 else 0.07  # many overlapping bands would hide each other
+    for k, agent in enumerate(agents):
+        rows = df[df["agent"] == agent].sort_values("level")
+        levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
+        style = _agent_style(k)
+        a.plot(levels, values, marker="o", ms=4, label=str(agent), **style)
+        if banded:
+            a.fill_between(levels, rows["ci_low"], rows["ci_high"], color=style["color"], alpha=band_alpha, lw=0)
+    if name in RATES:
+        a.set_ylim(-0.02, 1.02)
+        a.yaxis.set_major_formatter(PercentFormatter(1.0))
+    a.xaxis.set_major_locator(MaxNLocator(integer=True))
+    a.set_xlabel("virus level")
+    a.set_ylabel(METRIC_AXES.get(name, name.replace("_", " ")))
+    a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
+    a.grid(alpha=0.3)
+    return banded
+
+
+def _band_handle() -> Any:
+    from matplotlib.patches import Patch
+
+    return Patch(color="grey", alpha=0.25, label="Wilson 95% interval")
+
+
 def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: Axes | None = None) -> Figure:
     """One line per agent over the virus level, with markers; one panel per metric.
 
     df: one row per (agent, level) with the arena's columns (`ARENA_COLUMNS`). Rates get a 0-100 %
-    axis; the win rate gets its Wilson 95% interval as a shaded band (from ci_low, ci_high).
+    axis; the win rate gets its Wilson 95% interval as a shaded band (from ci_low, ci_high),
+    labelled in the legend.
     """
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import MaxNLocator, PercentFormatter
-
     metrics = (metric,) if isinstance(metric, str) else tuple(metric)
     _check_columns(df, ("agent", "level", *metrics), "plot_arena")
     fig, axes = _new_figure(len(metrics), 5.0, 3.4) if ax is None else _given_axes(ax, len(metrics))
     agents = list(dict.fromkeys(df["agent"]))
     for name, a in zip(metrics, axes):
-        banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
-        for k, agent in enumerate(agents):
-            rows = df[df["agent"] == agent].sort_values("level")
-            levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
-            a.plot(levels, values, "-o", color=f"C{k % 10}", ms=4, label=str(agent))
-            if banded:
-                a.fill_between(levels, rows["ci_low"], rows["ci_high"], color=f"C{k % 10}", alpha=0.15, lw=0)
-        if name in RATES:
-            a.set_ylim(-0.02, 1.02)
-            a.yaxis.set_major_formatter(PercentFormatter(1.0))
-        a.xaxis.set_major_locator(MaxNLocator(integer=True))
-        a.set_xlabel("virus level")
-        a.set_ylabel(METRIC_LABELS.get(name, name.replace("_", " ")))
-        a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
-        a.grid(alpha=0.3)
+        banded = _draw_arena(a, df, name, agents)
         if agents:
             handles, labels = a.get_legend_handles_labels()
             if banded:
-                handles.append(Patch(color="grey", alpha=0.25))
+                handles.append(_band_handle())
                 labels.append("Wilson 95% interval")
             a.legend(handles, labels, fontsize=8)
+    return fig
+
+
+def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """A leaderboard as a picture: the win rate of every agent by virus level (left, Wilson 95%
+    bands) and over all levels together (right: wins / games with its Wilson 95% interval, best at
+    the top). df: an arena table, one row per (agent, level) with games and wins (the long form,
+    e.g. `drmario.run.compare.arena_results`)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import PercentFormatter
+
+    _check_columns(df, ("agent", "level", "games", "wins", "win_rate"), "plot_leaderboard")
+    if "cleared_fraction" not in df.columns:
+        df = df.assign(cleared_fraction=np.nan)
+    if not {"ci_low", "ci_high"} <= set(df.columns):
+        lo, hi = wilson(df["wins"].to_numpy(), df["games"].to_numpy())
+        df = df.assign(ci_low=lo, ci_high=hi)
+    agents = list(dict.fromkeys(df["agent"]))
+    total = all_levels(df).sort_values(["win_rate", "ci_low", "cleared_fraction"], ascending=False, kind="stable")
+    fig = _figure(figsize=(12.0, max(3.6, 0.3 * len(agents) + 1.6)))
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    _draw_arena(left, df, "win_rate", agents)
+    order = list(total["agent"])[::-1]  # the best at the top
+    ys = np.arange(len(order))
+    for y, agent in zip(ys, order):
+        row = total[total["agent"] == agent].iloc[0]
+        colour = _agent_style(agents.index(agent))["color"]
+        err = [[row["win_rate"] - row["ci_low"]], [row["ci_high"] - row["win_rate"]]]
+        right.errorbar([row["win_rate"]], [y], xerr=err, fmt="o", color=colour, capsize=3, ms=5)
+        right.annotate(
+            f"{int(row['wins'])}/{int(row['games'])}",
+            (min(row["ci_high"], 1.0), y),
+            xytext=(4, -3),
+            textcoords="offset points",
+            fontsize=7,
+            color="grey",
+        )
+    right.set_yticks(ys, [str(a) for a in order], fontsize=8)
+    right.set_xlim(-0.02, 1.12)
+    right.xaxis.set_major_formatter(PercentFormatter(1.0))
+    right.set_xlabel("win rate over all levels (% of games)")
+    right.set_ylabel("agent (best at the top)")
+    right.set_title("all levels: wins / games")
+    right.grid(alpha=0.3, axis="x")
+    right.legend(
+        handles=[
+            Line2D([], [], color="grey", marker="o", ls="", label="win rate"),
+            Line2D([], [], color="grey", marker="|", ms=10, ls="-", label="Wilson 95% interval"),
+        ],
+        fontsize=8,
+        loc="lower right",
+    )
+    handles, labels = left.get_legend_handles_labels()  # below the panels: many agents would hide the lines
+    handles.append(_band_handle())
+    labels.append("Wilson 95% interval (by level)")
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title)
     return fig
 
 
@@ -391,6 +518,13 @@ def arena_table(df: pd.DataFrame) -> Styler:
 
 # ------------------------------------------------------------------------------------------------
 # Calibration
+
+# The units of the network's value outputs, for the calibration axes.
+CALIBRATION_UNITS = {
+    "won": " (−1 top-out … +1)",
+    "cleared": " (viruses to the end)",
+    "duration": " (pills to the end)",
+}
 
 
 def plot_calibration(
@@ -423,8 +557,9 @@ def plot_calibration(
         top, hist = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
     else:
         fig, top, hist = _figure_of(ax), ax, None
-    top.set_ylabel(f"actual {name}")
-    (hist or top).set_xlabel(f"predicted {name}")
+    unit = CALIBRATION_UNITS.get(name, "")
+    top.set_ylabel(f"observed {name}{unit}")
+    (hist or top).set_xlabel(f"predicted {name}{unit}")
     if p.size == 0:
         top.text(0.5, 0.5, "no data", ha="center", va="center", transform=top.transAxes, color="grey")
         top.set_title(name)
@@ -433,18 +568,28 @@ def plot_calibration(
     counts, mean_p, mean_a, se = _binned_means(p, a, edges)
     filled = counts > 0
     span = (min(float(p.min()), float(a.min())), max(float(p.max()), float(a.max())))
-    top.plot(span, span, ":", color="grey", lw=1, label="perfect")
-    top.errorbar(mean_p[filled], mean_a[filled], yerr=se[filled], fmt="o-", ms=4, capsize=2, label="binned mean")
+    top.plot(span, span, ":", color="grey", lw=1, label="perfect calibration (y = x)")
+    top.errorbar(
+        mean_p[filled], mean_a[filled], yerr=se[filled], fmt="o-", ms=4, capsize=2, label="bin mean ± 1 standard error"
+    )
     if hist is not None:
-        hist.bar((edges[:-1] + edges[1:]) / 2, counts, width=np.diff(edges) * 0.9, color="C0", alpha=0.6)
-        hist.set_ylabel("count")
+        width = np.diff(edges) * 0.9
+        hist.bar((edges[:-1] + edges[1:]) / 2, counts, width=width, color="C0", alpha=0.6, label="positions per bin")
+        hist.set_ylabel("positions")
+        hist.legend(fontsize=7, loc="upper right")
         hist.grid(alpha=0.3)
     else:
         for xp, yp, k in zip(mean_p[filled], mean_a[filled], counts[filled]):
             top.annotate(str(k), (xp, yp), textcoords="offset points", xytext=(4, -10), fontsize=7, color="grey")
     top.set_title(_calibration_title(p, a, name), fontsize=10)
     top.grid(alpha=0.3)
-    top.legend(fontsize=8, loc="upper left")
+    handles, labels = top.get_legend_handles_labels()
+    if hist is None:  # the counts are numbers by the points: say what they are
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], ls="", label="grey numbers: positions per bin"))
+        labels.append("grey numbers: positions per bin")
+    top.legend(handles, labels, fontsize=8, loc="upper left")
     return fig
 
 

@@ -14,6 +14,7 @@ from drmario.engine.board import Board, Move, Pill
 from drmario.engine.game import GameRecord
 from drmario.engine.svg import board_svg
 from drmario.viz.boards import ORIENTATION, as_moves_array, compare_heatmaps, html_row, move_share
+from drmario.viz.outcomes import outcome_text, record_outcome
 from drmario.viz.views import HTMLView, Panel, ipywidgets_or_none
 
 
@@ -28,6 +29,12 @@ class ReplayState:
     cleared: int  # viruses cleared before this state
     viruses: int  # viruses at the start of the game
     outcome: str | None  # the outcome, on the last state of a finished game
+    capped: bool = False  # on the last state: the game was stopped at the pill cap (no outcome)
+
+    @property
+    def ended(self) -> str:
+        """How the game ended, for captions (`outcomes.outcome_text`): never "won" for a stalemate."""
+        return outcome_text(self.outcome, {"unfinished": True} if self.capped else None)
 
 
 def replay_states(record: GameRecord) -> list[ReplayState]:
@@ -42,14 +49,16 @@ def replay_states(record: GameRecord) -> list[ReplayState]:
         except ValueError as e:
             raise ValueError(f"game record seed={record.seed} level={record.level}: move {i}: {e}") from e
     outcome = game.outcome.value if game.outcome else None
-    states.append(ReplayState(game.board, None if game.over else game.pill, None, game.viruses_cleared, total, outcome))
+    capped = outcome is None and bool(record.meta.get("unfinished"))
+    pill = None if game.over else game.pill
+    states.append(ReplayState(game.board, pill, None, game.viruses_cleared, total, outcome, capped))
     return states
 
 
 def _state_title(st: ReplayState, i: int, n: int) -> str:
     if st.move is not None:
         return f"step {i}/{n}, {st.cleared} cleared"
-    return f"{(st.outcome or 'unfinished').replace('_', ' ')}, {st.cleared} cleared"
+    return f"{st.ended}, {st.cleared} cleared"
 
 
 def _state_svg(st: ReplayState, i: int, n: int, ghost: bool, cell: int) -> str:
@@ -99,7 +108,7 @@ def replay_strip(
         picked.append(s % (n + 1))
     svgs = [_state_svg(states[i], i, n, ghost, cell) for i in picked]
     captions = [_caption(states[i], i) for i in picked]
-    title = f"seed {record.seed}, level {record.level}: {n} moves, {(record.outcome or 'unfinished').replace('_', ' ')}"
+    title = f"seed {record.seed}, level {record.level}: {n} moves, {record_outcome(record)}"
     return HTMLView(html_row(svgs, captions, title), svgs)
 
 
@@ -163,6 +172,7 @@ def replay_widget(
     named = {"search target": "target", "network": "network"}
     return Panel(
         box,
+        snapshot=lambda: f"<div>{info.value}</div>{picture.value}",
         slider=slider,
         play=play,
         ghost=ghost,
@@ -187,7 +197,7 @@ def _replay_view(
     parts = [_state_svg(st, i, n, ghost, cell)]
     text = [f"step {i}/{n}", f"cleared {st.cleared}/{st.viruses} viruses"]
     if st.move is None or st.pill is None:
-        text.insert(1, f"end: {(st.outcome or 'unfinished').replace('_', ' ')}")
+        text.insert(1, f"end: {st.ended}")
         return text, parts
     text[1:1] = [f"pill {st.pill}", f"plays {_move_text(st.pill, st.move)}"]
     heatmaps: dict[str, np.ndarray] = {}

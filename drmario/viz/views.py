@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,19 @@ class HTMLView:
 
 
 class Panel:
-    """An ipywidgets UI (``.widget``) with its controls by name, e.g. ``panel.slider``."""
+    """An ipywidgets UI (``.widget``) with its controls by name, e.g. ``panel.slider``.
 
-    def __init__(self, widget: Any, **controls: Any) -> None:
+    snapshot: returns static HTML of what the UI shows now (its pictures as inline SVG or PNG). When
+    the panel is displayed, that goes into the output beside the widget view, so a notebook exported
+    to HTML without widget state (papermill, nbconvert) shows the pictures as they were then, not a
+    blank cell. (Saved with widget state, the export shows the live widget instead, which needs the
+    widget scripts from the network.) ``panel.snapshot()`` in a later cell keeps the state of then.
+    """
+
+    def __init__(self, widget: Any, *, snapshot: Callable[[], str] | None = None, **controls: Any) -> None:
         self.widget = widget
         self.controls = controls
+        self._snapshot = snapshot
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -61,8 +69,17 @@ class Panel:
         except KeyError:
             raise AttributeError(name) from None
 
+    def snapshot(self) -> HTMLView:
+        """What the UI shows now, as static HTML (empty without a snapshot function)."""
+        return HTMLView(self._snapshot() if self._snapshot is not None else "")
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if self._snapshot is None:
+            return bundle
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
+        data = {**data, "text/html": self._snapshot()}  # shown where the widget view cannot be
+        return data if metadata is None else (data, metadata)
 
     def __repr__(self) -> str:
         return f"<Panel {', '.join(self.controls)}>"

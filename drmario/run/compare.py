@@ -1,0 +1,228 @@
+"""Compare runs: one leaderboard of every round's network (alone and with search) and the agents
+without a network, the training curves of every round, and their pictures
+(``python -m drmario compare RUN_DIR ...``).
+
+A run directory (`drmario.run.pipeline`) holds ``analysis{k}/arena.csv`` (03: the network trained
+after round k against the baselines) and ``train{k}/metrics.csv`` (02), and with 05
+``baselines/arena.csv``. In the combined table a network agent is named after its round,
+``net-mcts-16 r1`` (with several runs ``net-mcts-16 (demo r1)``); so are the learners trained per run
+(dqn, td: ``dqn (demo)``). The agents without a network (random, greedy, expert, mcts-N) appear
+once, from the first table that has them: every round plays the same evaluation games when the
+evaluation settings are the same, so they would only repeat themselves.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from drmario.play.arena import ARENA_COLUMNS, all_levels
+from drmario.run.agents import NETWORK_KINDS, parse_spec
+from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_arena, plot_curves, plot_leaderboard, read_metrics
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+PathLike = str | os.PathLike
+RunDirs = PathLike | Sequence[PathLike] | Mapping[str, PathLike]
+PER_RUN_KINDS = ("dqn", "td")  # trained in each run by 05: one per run, like the networks
+RESULT_COLUMNS = ["agent", "run", "round", "source", "spec", *ARENA_COLUMNS[1:]]
+
+
+def run_dirs_by_name(run_dirs: RunDirs) -> dict[str, Path]:
+    """{name: run directory}: names given as a mapping, else each directory's name (the full path
+    where two names collide). FileNotFoundError for a directory that does not exist."""
+    if isinstance(run_dirs, (str, os.PathLike)):
+        run_dirs = [run_dirs]
+    if isinstance(run_dirs, Mapping):
+        named = {str(k): Path(v) for k, v in run_dirs.items()}
+    else:
+        paths = [Path(p) for p in run_dirs]
+        names = [p.resolve().name for p in paths]
+        named = {str(p) if names.count(n) > 1 else n: p for p, n in zip(paths, names)}
+    if not named:
+        raise ValueError("no run directories given")
+    for name, path in named.items():
+        if not path.is_dir():
+            raise FileNotFoundError(f"run {name}: no directory {path}")
+    return named
+
+
+def numbered(run_dir: Path, prefix: str) -> list[int]:
+    """The k of every folder run_dir/{prefix}{k}, in order."""
+    found = (re.fullmatch(rf"{prefix}(\d+)", p.name) for p in run_dir.iterdir() if p.is_dir())
+    return sorted(int(m[1]) for m in found if m)
+
+
+def _kind(agent: str) -> str | None:
+    try:
+        return parse_spec(agent)[0]
+    except ValueError:  # a name the registry does not know (e.g. an old table): not a network
+        return None
+
+
+def _label(agent: str, run: str, tag: str, several: bool) -> str:
+    """A per-run agent's name: "<agent> <tag>", or with several runs "<agent> (<run> <tag>)"."""
+    if several:
+        return f"{agent} ({run} {tag})".replace(" )", ")")
+    return f"{agent} {tag}".rstrip()
+
+
+def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
+    """Every arena table of the runs in one long table, one row per (agent, level): the arena's
+    columns (`ARENA_COLUMNS`, the agent renamed as in the module docstring) plus ``run``,
+    ``round`` (the network's round; missing for the agents without one), ``source`` (the folder)
+    and ``spec`` (the agent as the arena named it). Empty when no run has an arena table."""
+    runs = run_dirs_by_name(run_dirs)
+    several = len(runs) > 1
+    frames: list[pd.DataFrame] = []
+    seen: set[str] = set()  # the agents without a network already taken
+    for run, path in runs.items():
+        tables: list[tuple[str, int | None, Path]] = [
+            (f"analysis{k}", k, path / f"analysis{k}" / "arena.csv") for k in numbered(path, "analysis")
+        ]
+        tables.append(("baselines", None, path / "baselines" / "arena.csv"))
+        for source, k, file in tables:
+            if not file.is_file():
+                continue
+            df = pd.read_csv(file)
+            if df.empty:
+                continue
+            kinds = df["agent"].map(_kind)
+            per_run = kinds.isin(NETWORK_KINDS) | kinds.isin(PER_RUN_KINDS)
+            tag = f"r{k}" if k is not None else "in 05"  # 05: the network given to the baselines notebook
+            names = [
+                _label(a, run, tag if kind in NETWORK_KINDS else "", several) if mine else a
+                for a, kind, mine in zip(df["agent"], kinds, per_run)
+            ]
+            df = df.assign(spec=df["agent"], agent=names, run=run, source=source)
+            df["round"] = pd.array(
+                [k if mine and kind in NETWORK_KINDS else None for kind, mine in zip(kinds, per_run)]
+            )
+            keep = per_run | ~df["spec"].isin(seen)
+            seen.update(df.loc[~per_run, "spec"])
+            frames.append(df[keep])
+    if not frames:
+        return pd.DataFrame(columns=RESULT_COLUMNS)
+    out = pd.concat(frames, ignore_index=True).drop_duplicates(["agent", "level"], keep="first")
+    out["round"] = out["round"].astype("Int64")
+    first = [c for c in RESULT_COLUMNS if c in out.columns]  # an older table may lack a column
+    return out[first + [c for c in out.columns if c not in first]]
+
+
+def leaderboard(results: pd.DataFrame | RunDirs) -> pd.DataFrame:
+    """One row per agent, best first: its run and round, the win rate at each level (columns
+    ``L<level>``), and over all levels: games, wins, win_rate with its Wilson 95% interval
+    (ci_low, ci_high) and the mean share of viruses cleared. Ties (e.g. every win rate 0 in a short
+    run) are broken by the interval's low end, then by the viruses cleared.
+
+    results: run directories (`arena_results` is read from them) or a table of that form.
+    """
+    table = results if isinstance(results, pd.DataFrame) else arena_results(results)
+    columns = ["run", "round", "L*", "games", "wins", "win_rate", "ci_low", "ci_high", "cleared_fraction"]
+    if table.empty:
+        return pd.DataFrame(columns=[c for c in columns if c != "L*"]).rename_axis("agent")
+    for name in ("run", "round"):
+        if name not in table.columns:
+            table = table.assign(**{name: None})
+    wide = table.pivot_table(index="agent", columns="level", values="win_rate", aggfunc="first", sort=True)
+    wide.columns = [f"L{c}" for c in wide.columns]
+    info = table.groupby("agent", sort=False)[["run", "round"]].first()
+    total = all_levels(table).set_index("agent")
+    out = info.join(wide).join(total[["games", "wins", "win_rate", "ci_low", "ci_high", "cleared_fraction"]])
+    out = out.sort_values(["win_rate", "ci_low", "cleared_fraction"], ascending=False, kind="stable")
+    return out.rename_axis("agent")
+
+
+def format_leaderboard(board: pd.DataFrame) -> str:
+    """The leaderboard as text: rank, agent, the win rate at each level, then over all levels
+    wins/games, the win rate with its Wilson 95% interval, and the viruses cleared."""
+    if board.empty:
+        return "(no arena results)"
+    levels = [c for c in board.columns if re.fullmatch(r"L\d+", c)]
+    rows = []
+    for rank, (agent, row) in enumerate(board.iterrows(), 1):
+        line = {"#": rank, "agent": agent}
+        line.update({c: "-" if pd.isna(row[c]) else f"{row[c]:.0%}" for c in levels})
+        line["all levels"] = f"{int(row['wins'])}/{int(row['games'])}"
+        line["win rate [Wilson 95%]"] = f"{row['win_rate']:.1%} [{row['ci_low']:.1%}, {row['ci_high']:.1%}]"
+        cleared = row["cleared_fraction"]
+        line["cleared"] = "-" if cleared is None or math.isnan(cleared) else f"{cleared:.1%}"
+        rows.append(line)
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+def training_runs(run_dirs: RunDirs) -> dict[str, Path]:
+    """{name: train{k} folder} of every training run with a metrics file: "train<k>", or with
+    several runs "<run> train<k>"."""
+    runs = run_dirs_by_name(run_dirs)
+    several = len(runs) > 1
+    out = {}
+    for run, path in runs.items():
+        for k in numbered(path, "train"):
+            folder = path / f"train{k}"
+            if (folder / "metrics.csv").is_file():
+                out[f"{run} train{k}" if several else f"train{k}"] = folder
+    return out
+
+
+def training_curves(run_dirs: RunDirs) -> pd.DataFrame:
+    """Every train{k}/metrics.csv of the runs in one table for `viz.plot_curves` (its ``run`` column
+    names the training run as `training_runs` does); empty when none has a metrics file."""
+    found = training_runs(run_dirs)
+    if not found:
+        return pd.DataFrame(columns=["run", *METRIC_COLUMNS])
+    return read_metrics(found)
+
+
+def final_losses(curves: pd.DataFrame) -> pd.DataFrame:
+    """The last logged losses of each training run in `training_curves`: one row per (run, split),
+    the last train row and the last test row (none without a test set), with its step and every
+    loss term. A step logged twice (a resumed trainer) counts its later row."""
+    if curves.empty:
+        return pd.DataFrame()
+    terms = [t for t in LOSS_TERMS if t in curves.columns]
+    rows = []
+    for run, df in curves.groupby("run", sort=False):
+        for split in ("train", "test"):
+            part = df[df["split"] == split].sort_values("step", kind="stable")
+            if len(part):
+                last = part.iloc[-1]
+                rows.append(
+                    {"run": run, "split": split, "step": int(last["step"])} | {t: float(last[t]) for t in terms}
+                )
+    return pd.DataFrame(rows).set_index(["run", "split"])
+
+
+def figures(run_dirs: RunDirs) -> dict[str, Figure]:
+    """The pictures of a comparison, by file stem: ``leaderboard`` (win rate by level and over all
+    levels, Wilson 95% intervals), ``arena`` (viruses cleared and pills per virus by level) and
+    ``curves`` (train and test loss terms of every training run). Those without data are left out."""
+    out: dict[str, Figure] = {}
+    results = arena_results(run_dirs)
+    if not results.empty:
+        out["leaderboard"] = plot_leaderboard(results, title="leaderboard")
+        out["arena"] = plot_arena(results, ["cleared_fraction", "pills_per_virus"])
+    curves = training_curves(run_dirs)
+    if not curves.empty:
+        terms = [t for t in ("loss", "moves", "won", "cleared", "duration") if t in curves.columns]
+        out["curves"] = plot_curves(curves, terms=terms)
+    return out
+
+
+def save_figures(run_dirs: RunDirs, out_dir: PathLike, dpi: int = 110) -> list[Path]:
+    """`figures` saved as PNG files <stem>.png in out_dir (made if missing); returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for stem, fig in figures(run_dirs).items():
+        path = out / f"{stem}.png"
+        fig.savefig(path, dpi=dpi)
+        paths.append(path)
+    return paths

@@ -1,0 +1,197 @@
+"""Comparing runs (drmario.run.compare and ``drmario compare``) on small hand-made run directories."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from drmario.play.arena import ARENA_COLUMNS, wilson
+from drmario.run import compare
+from drmario.run.cli import main
+from drmario.viz.plots import METRIC_COLUMNS
+
+LEVELS = (0, 5)
+
+
+def arena_rows(agent: str, wins: dict[int, int], games: int = 10, cleared: float = 0.5) -> list[dict]:
+    rows = []
+    for level in LEVELS:
+        lo, hi = wilson(wins[level], games)
+        rows.append(
+            dict(agent=agent, level=level, games=games, wins=wins[level], win_rate=wins[level] / games)
+            | dict(ci_low=float(lo), ci_high=float(hi), cleared_fraction=cleared, pills_per_virus=3.0)
+            | dict(topout_rate=1 - wins[level] / games, capped_rate=0.0, stalemate_rate=0.0, ms_per_move=1.0)
+        )
+    return rows
+
+
+def write_arena(path, *agents: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([row for rows in agents for row in rows], columns=ARENA_COLUMNS).to_csv(path, index=False)
+
+
+def write_metrics(folder, steps: int, final: float) -> pd.DataFrame:
+    """A metrics.csv whose last train loss is `final` and last test loss `final` + 0.5."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for step in range(10, steps + 1, 10):
+        for split in ("train", "test") if step % 20 == 0 else ("train",):
+            loss = final + (steps - step) / steps + (0.5 if split == "test" else 0.0)
+            terms = dict(won=loss / 4, cleared=loss / 4, duration=loss / 4, moves=loss / 4, reg=0.0)
+            rows.append(
+                dict(step=step, epoch=step // 20, samples=step * 32, time_s=step / 10, split=split, lr=1e-3)
+                | dict(samples_per_s=320.0, loss=loss, **terms)
+            )
+    df = pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
+    df.to_csv(folder / "metrics.csv", index=False)
+    return df
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """Two runs: A has 2 analysed rounds and the baselines notebook; B one round and the expert."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    random_, greedy = arena_rows("random", {0: 1, 5: 0}, cleared=0.1), arena_rows("greedy", {0: 4, 5: 1})
+    write_arena(
+        a / "analysis0" / "arena.csv",
+        random_,
+        greedy,
+        arena_rows("policy", {0: 2, 5: 0}),
+        arena_rows("net-mcts-16", {0: 5, 5: 2}),
+    )
+    write_arena(
+        a / "analysis1" / "arena.csv",
+        random_,
+        greedy,
+        arena_rows("policy", {0: 6, 5: 1}),
+        arena_rows("net-mcts-16", {0: 9, 5: 6}),
+    )
+    write_arena(a / "baselines" / "arena.csv", random_, arena_rows("dqn", {0: 0, 5: 0}, cleared=0.2))
+    write_metrics(a / "train0", 60, 1.0)
+    write_metrics(a / "train1", 80, 0.5)
+    write_arena(
+        b / "analysis0" / "arena.csv",
+        arena_rows("random", {0: 3, 5: 3}),  # another table's random: A's is kept
+        arena_rows("expert", {0: 10, 5: 9}),
+        arena_rows("net-mcts-16", {0: 7, 5: 0}),
+    )
+    write_metrics(b / "train0", 40, 2.0)
+    (b / "round0").mkdir()
+    return a, b
+
+
+def test_arena_results_names_every_round_once(runs):
+    a, b = runs
+    one = compare.arena_results(a)
+    agents = list(dict.fromkeys(one["agent"]))
+    assert agents == ["random", "greedy", "policy r0", "net-mcts-16 r0", "policy r1", "net-mcts-16 r1", "dqn"]
+    assert (one.groupby("agent").size() == len(LEVELS)).all()  # one row per level: baselines once
+    assert one.set_index("agent")["round"].dropna().to_dict() == {
+        "policy r0": 0,
+        "net-mcts-16 r0": 0,
+        "policy r1": 1,
+        "net-mcts-16 r1": 1,
+    }
+    assert one.loc[one["agent"] == "net-mcts-16 r1", "spec"].iloc[0] == "net-mcts-16"
+    both = compare.arena_results([a, b])
+    agents = set(both["agent"])
+    assert {"net-mcts-16 (A r0)", "net-mcts-16 (A r1)", "net-mcts-16 (B r0)", "dqn (A)", "expert"} <= agents
+    random_rows = both[both["agent"] == "random"]
+    assert len(random_rows) == len(LEVELS) and set(random_rows["run"]) == {"A"}  # the first table's
+    named = compare.arena_results({"first": a, "second": b})
+    assert "net-mcts-16 (second r0)" in set(named["agent"])
+    assert compare.arena_results(b / "round0").empty
+
+
+def test_leaderboard_is_best_first_with_wilson_intervals(runs):
+    a, b = runs
+    board = compare.leaderboard([a, b])
+    assert list(board.index[:2]) == ["expert", "net-mcts-16 (A r1)"]
+    assert board["win_rate"].is_monotonic_decreasing
+    assert {"L0", "L5", "games", "wins", "win_rate", "ci_low", "ci_high", "cleared_fraction"} <= set(board.columns)
+    row = board.loc["net-mcts-16 (A r1)"]
+    assert (row["L0"], row["L5"], row["games"], row["wins"]) == (0.9, 0.6, 20, 15)
+    lo, hi = wilson(15, 20)
+    assert row["ci_low"] == pytest.approx(lo) and row["ci_high"] == pytest.approx(hi)
+    assert row["run"] == "A" and row["round"] == 1
+    assert board.index[-1] == "dqn (A)"
+    text = compare.format_leaderboard(board)
+    assert "net-mcts-16 (A r1)" in text and "15/20" in text and "75.0% [" in text
+    same = compare.leaderboard(compare.arena_results([a, b]))
+    pd.testing.assert_frame_equal(board, same)
+    assert compare.leaderboard(pd.DataFrame(columns=ARENA_COLUMNS)).empty
+    assert compare.format_leaderboard(compare.leaderboard(pd.DataFrame(columns=ARENA_COLUMNS))) == "(no arena results)"
+
+
+def test_leaderboard_tie_break():
+    rows = arena_rows("x", {0: 0, 5: 0}, cleared=0.2) + arena_rows("y", {0: 0, 5: 0}, cleared=0.6)
+    board = compare.leaderboard(pd.DataFrame(rows))
+    assert list(board.index) == ["y", "x"]
+
+
+def test_training_curves_and_final_losses(runs):
+    a, b = runs
+    curves = compare.training_curves([a, b])
+    assert list(dict.fromkeys(curves["run"])) == ["A train0", "A train1", "B train0"]
+    assert set(compare.training_curves(a)["run"]) == {"train0", "train1"}
+    losses = compare.final_losses(curves)
+    assert list(losses.index) == [
+        (run, split) for run in ("A train0", "A train1", "B train0") for split in ("train", "test")
+    ]
+    assert losses.loc[("A train1", "train"), "step"] == 80 and losses.loc[("A train1", "test"), "step"] == 80
+    assert losses.loc[("A train1", "train"), "loss"] == pytest.approx(0.5)
+    assert losses.loc[("A train1", "test"), "loss"] == pytest.approx(1.0)
+    assert losses.loc[("B train0", "train"), "loss"] == pytest.approx(2.0)
+    assert list(losses.columns) == ["step", "loss", "won", "cleared", "duration", "moves", "reg"]
+    # A step logged twice (a resumed trainer): the later row counts.
+    df = pd.read_csv(a / "train0" / "metrics.csv")
+    again = df[df["step"] == 60].assign(loss=9.0)
+    pd.concat([df, again]).to_csv(a / "train0" / "metrics.csv", index=False)
+    assert compare.final_losses(compare.training_curves(a)).loc[("train0", "train"), "loss"] == 9.0
+    assert compare.training_curves(b / "round0").empty and compare.final_losses(pd.DataFrame()).empty
+
+
+def test_figures(runs, tmp_path):
+    a, b = runs
+    figs = compare.figures([a, b])
+    assert set(figs) == {"leaderboard", "arena", "curves"}
+    texts = [t.get_text() for legend in figs["leaderboard"].legends for t in legend.get_texts()]
+    assert "Wilson 95% interval (by level)" in texts and "net-mcts-16 (B r0)" in texts
+    for fig in figs.values():
+        for ax in (ax for ax in fig.axes if ax.get_visible()):
+            assert ax.get_ylabel() and ax.get_xlabel()
+    paths = compare.save_figures(a, tmp_path / "plots")
+    assert sorted(p.name for p in paths) == ["arena.png", "curves.png", "leaderboard.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+    assert set(compare.figures(b / "round0")) == set()
+
+
+def test_run_names(tmp_path):
+    for name in ("x/run", "y/run"):
+        write_metrics(tmp_path / name / "train0", 20, 1.0)
+    named = compare.run_dirs_by_name([tmp_path / "x" / "run", tmp_path / "y" / "run"])
+    assert list(named) == [str(tmp_path / "x" / "run"), str(tmp_path / "y" / "run")]
+    assert list(compare.run_dirs_by_name(str(tmp_path / "x" / "run"))) == ["run"]
+    with pytest.raises(FileNotFoundError, match="no directory"):
+        compare.run_dirs_by_name([tmp_path / "missing"])
+    with pytest.raises(ValueError, match="no run"):
+        compare.run_dirs_by_name([])
+
+
+def test_compare_command(runs, tmp_path, capsys):
+    a, b = runs
+    out = tmp_path / "plots"
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Leaderboard" in printed and "expert" in printed and "net-mcts-16 (A r1)" in printed
+    assert "Final losses" in printed and "A train1" in printed and "moves" in printed
+    assert sorted(p.name for p in out.iterdir()) == ["arena.png", "curves.png", "leaderboard.png"]
+    assert main(["compare", str(b / "round0")]) == 2
+    assert "no arena tables" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "missing")]) == 2
+    assert np.isfinite(compare.leaderboard(a)["win_rate"]).all()

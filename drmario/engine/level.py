@@ -23,9 +23,9 @@ PILL_MODES = ("nes", "iid")
 
 
 def check_seed_level(seed: int, level: int) -> None:
-    if not isinstance(seed, (int, np.integer)) or not MIN_SEED <= seed <= MAX_SEED:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not MIN_SEED <= seed <= MAX_SEED:
         raise ValueError(f"seed must be an integer in {MIN_SEED}..{MAX_SEED} (the NES RNG state), got {seed!r}")
-    if not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:
+    if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:
         raise ValueError(f"level must be an integer in 0..{MAX_LEVEL}, got {level!r}")
 
 

@@ -399,8 +399,8 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
 def _load_file(path: Path, on_error: OnError, use_cache: bool, tick) -> tuple[ExampleSet, ReadReport, int]:
     key = cache_key(path) if use_cache else ""
     hit = _read_cache(path, key) if use_cache else None
-    if hit is not None and on_error == "raise" and hit[1].warnings and not hit[1].skipped:
-        hit = None  # e.g. a sidecar that disagrees with its file: parse again, which raises
+    if hit is not None and on_error == "raise" and (hit[1].warnings or hit[1].missing) and not hit[1].skipped:
+        hit = None  # e.g. a file cut short of its sidecar's count: parse again, which raises
     if hit is not None:
         examples, report, n_games = hit
         if report.skipped and on_error == "raise":  # as parsing would: the first bad line
@@ -456,15 +456,15 @@ def load_examples(
         out = augment_colours(out)
     if reports is not None:
         reports.extend(file_reports)
-    skipped = sum(r.skipped for r in file_reports)
-    noted = [r for r in file_reports if r.skipped or r.warnings]
+    dropped = sum(r.dropped for r in file_reports)
+    noted = [r for r in file_reports if r.dropped or r.warnings]
     if noted:
         warnings.warn("\n".join(str(r) for r in noted), stacklevel=2)
     if progress:
         cached = sum(r.cached for r in file_reports)
         print(
             f"loaded {len(out):,} examples ({offset:,} games{', x6 colour permutations' if augment else ''}) "
-            f"from {len(files)} file(s), {cached} from cache; on_error={on_error!r}: {skipped:,} bad lines skipped; "
+            f"from {len(files)} file(s), {cached} from cache; on_error={on_error!r}: {dropped:,} examples dropped; "
             f"{out.nbytes / max(len(out), 1):.0f} bytes/example"
         )
     return out

@@ -46,6 +46,7 @@ class ReadReport:
     lines: int = 0  # non-blank lines read (examples and bad lines)
     examples: int = 0  # examples kept
     skipped: int = 0  # bad lines skipped (on_error="skip")
+    missing: int = 0  # examples the sidecar lists that the file no longer holds (cut short)
     blank: int = 0  # blank lines (not data; ignored)
     errors: list[str] = field(default_factory=list)
     error_lines: list[int] = field(default_factory=list)
@@ -53,6 +54,11 @@ class ReadReport:
     games_from: str = ""  # "sidecar" or "duration countdown" (dataset loader)
     cached: bool = False  # decoded from the .cache.npz (dataset loader)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def dropped(self) -> int:
+        """Every example left out: bad lines skipped and examples missing from a cut file."""
+        return self.skipped + self.missing
 
     def add_error(self, where: str, line: int, detail: str) -> None:
         self.skipped += 1
@@ -72,6 +78,8 @@ class ReadReport:
         if self.games is not None:
             parts.append(f"{self.games:,} games (from {self.games_from})")
         parts.append(f"on_error={self.on_error!r}: {self.skipped:,} bad lines skipped")
+        if self.missing:
+            parts.append(f"{self.missing:,} examples missing (the file is cut short of its sidecar's count)")
         if self.cached:
             parts.append("decoded from cache")
         text = ", ".join(parts)
@@ -276,6 +284,7 @@ def decode_file(
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     name = os.fspath(path)
     report = ReadReport(path=name, on_error=on_error)
+    listed = _listed_examples(path)
     parts: list[Decoded] = []
     raw, stream = _open_binary(path)
     with raw, stream:
@@ -283,7 +292,8 @@ def decode_file(
         for lines, failure in _line_chunks(stream, chunk_lines):
             decoded, errors = _decode_chunk(lines, base, report)
             if failure is not None:
-                errors[base + len(lines)] = f"cannot read line {base + len(lines) + 1} or later: {failure}"
+                if listed is None:  # no sidecar to count the loss by: one bad line where reading stopped
+                    errors[base + len(lines)] = f"cannot read line {base + len(lines) + 1} or later: {failure}"
                 report.warnings.append(f"{name}: the data after line {base + len(lines)} could not be read")
             _file_errors(errors, report, on_error)
             parts.append(decoded)
@@ -294,7 +304,22 @@ def decode_file(
                 done = position
     decoded = Decoded.concat(parts)
     report.examples = len(decoded)
+    if listed is not None and report.lines < listed:
+        report.missing = listed - report.lines
+        if on_error == "raise":
+            detail = f"the file ends after {report.lines} of the {listed} examples its sidecar lists (cut short?)"
+            raise ExampleError(f"{name}:{base + 1}", detail, name, base + 1)
     return decoded, report
+
+
+def _listed_examples(path: str | os.PathLike) -> int | None:
+    """How many examples the file's sidecar says it holds (None: no readable sidecar)."""
+    try:
+        side = read_sidecar(path)
+    except ValueError:
+        return None
+    count = side.get("examples") if side else None
+    return count if isinstance(count, int) else None
 
 
 def _line_chunks(stream: Iterable[bytes], chunk_lines: int) -> Iterator[tuple[list[bytes], Exception | None]]:

@@ -177,7 +177,7 @@ def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -
         for path in (*_shard_files(shard).values(), sidecar_path(shard)):
             if path.exists():
                 os.replace(path, path.with_name(path.name + ".damaged"))
-        log(f"{shard}: {problem}; its {len(games)} game(s) are played again (the old files are kept as *.damaged)")
+        log(f"{shard.name} is damaged: {problem}; its {len(games)} game(s) are played again (old files: *.damaged)")
         replay += games
     return replay
 
@@ -295,10 +295,22 @@ def _shard_names(shards: list[list[GameSpec]]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
+def _worker_start(parent: int | None) -> None:
+    """A worker process: dies with its parent, and its (silent) progress bars take a thread lock,
+    not tqdm's default process lock, a named semaphore that a killed worker would leave to the
+    resource tracker to clean up (with a "leaked semaphore" warning)."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    die_with_parent(parent)
+    tqdm.set_lock(threading.RLock())
+
+
 def _generate_with_pool(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run_dir: Path, bar) -> None:
     """cfg.workers processes, one shard at a time each; a worker that dies (killed, out of
     memory) ends the run with a `RunError` naming the shards left unfinished."""
-    pool = ProcessPoolExecutor(cfg.workers, mp_context=_spawn(), initializer=die_with_parent, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(cfg.workers, mp_context=_spawn(), initializer=_worker_start, initargs=(os.getpid(),))
     futures: dict[Future, list[GameSpec]] = {}
     try:
         futures = {pool.submit(play_shard, cfg.to_dict(), specs, str(run_dir)): specs for specs in shards}
@@ -323,7 +335,7 @@ def _server_worker(
 
     from drmario.play.inference import RemoteEvaluator
 
-    die_with_parent(parent)
+    _worker_start(parent)
     torch.set_num_threads(1)
     cfg = SelfPlayConfig.from_dict(cfg_dict)
     remote = RemoteEvaluator(handle)

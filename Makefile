@@ -33,11 +33,11 @@ test: lint
 
 # The notebook pipeline (01 round-0 data -> 02 training -> 03 analysis) with the small CPU profile.
 run: install
-	$(BIN)/python -m drmario pipeline --profile params/ci.yaml --run-dir runs/demo
+	$(BIN)/python -m drmario pipeline --profile ci --run-dir runs/demo
 
 # Remake the committed sample: data/round0-sample (round-0 examples) and data/eval_games.json.
 data: install
-	$(BIN)/python -c "from drmario.pipeline import make_sample_data; make_sample_data('data')"
+	$(BIN)/python -c "from drmario.run.pipeline import make_sample_data; make_sample_data('data')"
 
 # Benchmarks (figures printed and written to bench/results/); bench/gpu.py is meant for a GPU machine.
 bench: install

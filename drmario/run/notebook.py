@@ -328,3 +328,32 @@ def arena_by_round(run_dir: str | Path) -> pd.DataFrame:
             frames += [others, rounds]
         k += 1
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def earlier_results(
+    run_dir: str | Path, round: int, specs: Sequence[str]
+) -> tuple[pd.DataFrame, dict[str, list[GameRecord]], list[str]]:
+    """The arena rows and game records of the agents without a network that an earlier round's
+    analysis of run_dir already played (same profile, so the same games), and the specs still to
+    play. Returns (rows, records by agent, remaining specs)."""
+    import pandas as pd
+
+    from drmario.engine.game import GameRecord
+    from drmario.run.agents import NETWORK_KINDS, agent_name, parse_spec
+
+    rows: list[pd.DataFrame] = []
+    records: dict[str, list[GameRecord]] = {}
+    for k in range(round):
+        folder = analysis_dir(run_dir, k)
+        if not (folder / "arena.csv").exists():
+            continue
+        table = pd.read_csv(folder / "arena.csv")
+        for spec in specs:
+            name = agent_name(spec)
+            games = folder / "games" / f"{name}.jsonl"
+            if parse_spec(spec)[0] in NETWORK_KINDS or name in records or not games.exists():
+                continue
+            rows.append(table[table["agent"] == name])
+            records[name] = [GameRecord.from_json(line) for line in games.read_text().splitlines() if line]
+    remaining = [s for s in specs if agent_name(s) not in records]
+    return (pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()), records, remaining

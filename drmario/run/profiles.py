@@ -97,6 +97,9 @@ class AnalysisNotebook(Settings):
         ["random", "greedy", "mcts-16", "policy", "net-mcts-16"], "arena players (`drmario.run.agents`)"
     )
     evaluation: EvalConfig = setting(EvalConfig(), "the evaluation protocol")
+    reuse_baselines: bool = setting(
+        True, "agents without a network that an earlier round's analysis played are not played again"
+    )
     device: str = setting("auto", "where the network runs: auto (cuda if available), cpu, cuda")
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
     replay_game: int = setting(-1, "index of the evaluation game replayed step by step (-1: the longest)", ge=-1)

@@ -47,6 +47,7 @@ from drmario.learn.net import (
     CheckpointError,
     DrMarioNet,
     NetConfig,
+    Player,
     checkpoint_config,
     load_state,
     loss_terms,
@@ -525,3 +526,17 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
             return trainer.run(cfg.steps)
         finally:
             trainer.close()
+
+
+def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[float, float]:
+    """How well a network imitates the targets of examples: (the share of positions where its most
+    probable legal move carries target mass, i.e. is one of the teacher's chosen moves; the mean
+    cross-entropy of the targets under its moves output, in nats)."""
+    hits, cross_entropy, n = 0, 0.0, len(examples)
+    for start in range(0, n, chunk):
+        part = examples.subset(np.arange(start, min(start + chunk, n)))
+        target = part.dense_moves().reshape(len(part), -1)
+        moves = player.evaluate(part.cells, part.pills, part.legal()).moves.reshape(len(part), -1)
+        hits += int((target[np.arange(len(part)), moves.argmax(axis=1)] > 0).sum())
+        cross_entropy += float(-(target * np.log(np.maximum(moves, 1e-12))).sum())
+    return hits / max(n, 1), cross_entropy / max(n, 1)

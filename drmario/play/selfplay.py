@@ -68,6 +68,9 @@ class SelfPlayConfig(Settings):
     stall_limit: int | None = setting(
         DEFAULT_STALL_LIMIT, "a game ends in a stalemate after this many pills that clear no virus (None: never)", ge=1
     )
+    stalemate_won: Literal[-1, 1] = setting(
+        1, "the won target of a stalemate: +1 as the design note says, or -1 to teach that stalling loses"
+    )
     max_pills: int = setting(400, "a game still running after this many pills is stopped (no examples)", ge=1, le=10**5)
     search: SearchConfig = setting(SearchConfig(), "the search that chooses every move")
     network: str | None = setting(None, "network checkpoint for a search with a network (mode puct or gumbel)")
@@ -223,7 +226,7 @@ def play_shard(
 
     def keep(record: GameRecord, decisions: list) -> None:
         targets = [d.target for d in decisions]
-        examples = game_examples(record, targets) if record.outcome else []
+        examples = game_examples(record, targets, stalemate_won=cfg.stalemate_won) if record.outcome else []
         finished[record.meta["index"]] = (record, examples)
 
     play_lockstep(

@@ -16,57 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 from common import RESULTS, machine_info, machine_slug, report
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from drmario.files import write_atomic
-from drmario.run.compare import arena_results
-
-COLUMNS = ["round", "agent", "level", "games", "wins", "win_rate", "ci_low", "ci_high"]
-
-
-def rounds_table(run_dir: Path, levels: list[int]) -> pd.DataFrame:
-    """COLUMNS, one row per round, agent (its name without the round) and level; the agents
-    without a network have round -1."""
-    results = arena_results(run_dir)
-    results = results[results["level"].isin(levels)].copy()
-    results["agent"] = [
-        spec if isinstance(spec, str) else agent for agent, spec in zip(results["agent"], results["spec"])
-    ]
-    results["round"] = results["round"].fillna(-1).astype(int)
-    return results[COLUMNS].sort_values(["level", "agent", "round"], ignore_index=True)
-
-
-def plot_rounds(table: pd.DataFrame) -> Figure:
-    levels = sorted(table["level"].unique())
-    fig = Figure(figsize=(4.2 * len(levels), 3.6), layout="constrained")
-    axes = fig.subplots(1, len(levels), squeeze=False)[0]
-    networks = sorted(table.loc[table["round"] >= 0, "agent"].unique())
-    others = sorted(table.loc[table["round"] < 0, "agent"].unique())
-    for ax, level in zip(axes, levels):
-        here = table[table["level"] == level]
-        for k, agent in enumerate(networks):
-            rows = here[here["agent"] == agent].sort_values("round")
-            err = np.array([rows["win_rate"] - rows["ci_low"], rows["ci_high"] - rows["win_rate"]])
-            ax.errorbar(rows["round"], rows["win_rate"], yerr=err, fmt="-o", capsize=3, color=f"C{k}", label=agent)
-        for k, agent in enumerate(others):
-            row = here[here["agent"] == agent]
-            if len(row):
-                ax.axhline(float(row["win_rate"].iloc[0]), ls="--", lw=1, color=f"C{len(networks) + k}", label=agent)
-        ax.set_title(f"level {level}")
-        ax.set_xlabel("round (the network trained after it)")
-        ax.set_ylabel("win rate (every virus cleared)")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_xticks(sorted(table.loc[table["round"] >= 0, "round"].unique()))
-        ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    handles.append(Patch(color="none"))
-    labels.append("bars: Wilson 95% intervals; dashed: no network")
-    axes[0].legend(handles, labels, fontsize=7)
-    return fig
+from drmario.run.compare import rounds_table
+from drmario.viz import plot_rounds
 
 
 def main() -> None:

@@ -195,3 +195,36 @@ def test_compare_command(runs, tmp_path, capsys):
     assert "no arena tables" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "missing")]) == 2
     assert np.isfinite(compare.leaderboard(a)["win_rate"]).all()
+
+
+def test_rounds_table_names_agents_by_spec_and_baselines_round_minus_one(runs):
+    table = compare.rounds_table(runs[0], levels=[5])
+    assert list(table.columns) == compare.ROUNDS_COLUMNS
+    nets = table[table["agent"] == "net-mcts-16"].sort_values("round")
+    assert nets["round"].tolist() == [0, 1] and nets["wins"].tolist() == [2, 6]
+    assert table.loc[table["agent"] == "greedy", "round"].tolist() == [-1]  # once, not per round
+    assert set(table["level"]) == {5}
+    empty = runs[0].parent / "empty"
+    empty.mkdir()
+    assert compare.rounds_table(empty).empty
+
+
+def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
+    from drmario.learn.net import DrMarioNet, NetConfig, load_net, save_net
+    from drmario.run import export
+
+    run = runs[0]
+    for k in (0, 1):  # round 1 has the better arena results (net-mcts-16: 15 wins against 7)
+        save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), run / f"train{k}" / "checkpoints" / "latest.pt")
+    assert export.best_round(run) == 1
+    out = main(["export", str(run), "--out", str(tmp_path / "nets" / "mine.pt")])
+    assert out == 0
+    card = export.read_card(tmp_path / "nets" / "mine.pt")
+    assert card["run"]["round"] == 1 and card["net"]["filters"] == 8
+    assert {r["agent"] for r in card["arena"]} >= {"policy", "net-mcts-16"}
+    assert {(r["agent"], r["round"]) for r in card["rounds"]} >= {("net-mcts-16", 0), ("net-mcts-16", 1)}
+    assert load_net(tmp_path / "nets" / "mine.pt").cfg.filters == 8
+    with pytest.raises(FileNotFoundError, match="no card"):
+        export.read_card(run / "train0" / "checkpoints" / "latest.pt")
+    with pytest.raises(ValueError, match="no analysed round"):
+        export.best_round(tmp_path)

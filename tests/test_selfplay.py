@@ -79,3 +79,31 @@ def test_worker_processes_give_the_same_games(tmp_path):
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4}), one, progress=False)
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4, "workers": 2}), two, progress=False)
     assert shard_texts(one) == shard_texts(two)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_counts_each_game_as_it_ends(tmp_path, monkeypatch, workers):
+    updates: list[int] = []
+
+    class Bar:  # records what the self-play bar would show
+        def __init__(self, *args, **kwargs):
+            self.mine = kwargs.get("desc") == "self-play games"
+            if self.mine:
+                updates.append(kwargs.get("initial", 0))
+
+        def update(self, n=1):
+            if self.mine:
+                updates.append(n)
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr("tqdm.auto.tqdm", Bar)
+    sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4, "workers": workers}), tmp_path, progress=False)
+    assert updates == [0, 1, 1, 1, 1]  # one step per game, not one per shard of 2

@@ -25,11 +25,11 @@ import queue
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -215,11 +215,18 @@ def _make_agent(cfg: SelfPlayConfig) -> SearchAgent:
 
 
 def play_shard(
-    cfg_dict: dict, specs: list[GameSpec], run_dir: str, agent: SearchAgent | None = None, meta: dict | None = None
+    cfg_dict: dict,
+    specs: list[GameSpec],
+    run_dir: str,
+    agent: SearchAgent | None = None,
+    meta: dict | None = None,
+    on_game: Callable[[], None] | None = None,
 ) -> dict:
-    """Play one shard's games in lockstep and write it (meta: extra sidecar fields). Returns a
-    small summary."""
+    """Play one shard's games in lockstep and write it (meta: extra sidecar fields). on_game is
+    called as each game ends (in a pool worker, by default, it tells the parent's progress bar).
+    Returns a small summary."""
     cfg = SelfPlayConfig.from_dict(cfg_dict)
+    on_game = on_game or _tell_parent
     agent = agent or _make_agent(cfg)
     start = time.perf_counter()
     finished: dict[int, tuple[GameRecord, list]] = {}
@@ -228,6 +235,7 @@ def play_shard(
         targets = [d.target for d in decisions]
         examples = game_examples(record, targets, stalemate_won=cfg.stalemate_won) if record.outcome else []
         finished[record.meta["index"]] = (record, examples)
+        on_game()
 
     play_lockstep(
         agent,
@@ -286,7 +294,7 @@ def generate(
         elif cfg.workers == 1:
             agent = _make_agent(cfg)
             for specs in shards:
-                bar.update(play_shard(cfg_dict, specs, str(run_dir), agent)["games"])
+                play_shard(cfg_dict, specs, str(run_dir), agent, on_game=lambda: bar.update(1))
         else:
             _generate_with_pool(cfg, shards, run_dir, bar)
         bar.close()
@@ -298,27 +306,55 @@ def _shard_names(shards: list[list[GameSpec]]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def _worker_start(parent: int | None) -> None:
-    """A worker process: dies with its parent, and its (silent) progress bars take a thread lock,
-    not tqdm's default process lock, a named semaphore that a killed worker would leave to the
-    resource tracker to clean up (with a "leaked semaphore" warning)."""
+_games_done: Any = None  # in a worker process: the queue on which it tells the parent of each game
+
+
+def _tell_parent() -> None:
+    if _games_done is not None:
+        _games_done.put(1)
+
+
+def _worker_start(parent: int | None, games_done: Any = None) -> None:
+    """A worker process: dies with its parent, tells it of each game on games_done, and its
+    (silent) progress bars take a thread lock, not tqdm's default process lock, a named semaphore
+    that a killed worker would leave to the resource tracker to clean up (with a "leaked
+    semaphore" warning)."""
     import threading
 
     from tqdm.auto import tqdm
 
+    global _games_done
+    _games_done = games_done
     die_with_parent(parent)
     tqdm.set_lock(threading.RLock())
+
+
+def _drain(games_done: Any, bar: Any, timeout: float = 0.0) -> None:
+    """Move the games the workers finished onto the progress bar (waiting up to timeout for one)."""
+    with contextlib.suppress(queue.Empty):
+        bar.update(games_done.get(timeout=timeout) if timeout else games_done.get_nowait())
+        while True:
+            bar.update(games_done.get_nowait())
 
 
 def _generate_with_pool(cfg: SelfPlayConfig, shards: list[list[GameSpec]], run_dir: Path, bar) -> None:
     """cfg.workers processes, one shard at a time each; a worker that dies (killed, out of
     memory) ends the run with a `RunError` naming the shards left unfinished."""
-    pool = ProcessPoolExecutor(cfg.workers, mp_context=_spawn(), initializer=_worker_start, initargs=(os.getpid(),))
+    ctx = _spawn()
+    games_done = ctx.Queue()
+    pool = ProcessPoolExecutor(
+        cfg.workers, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(), games_done)
+    )
     futures: dict[Future, list[GameSpec]] = {}
     try:
         futures = {pool.submit(play_shard, cfg.to_dict(), specs, str(run_dir)): specs for specs in shards}
-        for future in as_completed(futures):
-            bar.update(future.result()["games"])
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            _drain(games_done, bar)
+            for future in finished:
+                future.result()  # a worker's error, raised here
+        _drain(games_done, bar, timeout=0.5)  # the last games' notes may still be in the pipe
     except BrokenProcessPool:
         unfinished = [specs for f, specs in futures.items() if not f.done() or f.exception() is not None]
         raise RunError(
@@ -338,14 +374,14 @@ def _server_worker(
 
     from drmario.play.inference import RemoteEvaluator
 
-    _worker_start(parent)
+    _worker_start(parent, done)
     torch.set_num_threads(1)
     cfg = SelfPlayConfig.from_dict(cfg_dict)
     remote = RemoteEvaluator(handle)
     agent = SearchAgent(cfg.search, remote, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves)
     try:
         for specs in shards:
-            done.put(play_shard(cfg_dict, specs, run_dir, agent)["games"])
+            play_shard(cfg_dict, specs, run_dir, agent)  # tells done of each game
     except RunError as e:  # the server is gone: one line (the parent names the cause), no traceback
         print(f"drmario self-play: {e}", file=sys.stderr, flush=True)
         sys.exit(3)

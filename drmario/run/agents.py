@@ -17,7 +17,8 @@ with the default simulations filled in (``mcts`` -> ``mcts-100``):
 ==================  ============================================================================
 
 The network agents (and dqn, td) need a checkpoint: ``@PATH`` in the spec, or the ``network``
-argument (a path, or a loaded `Player` for the network agents).
+argument (a path, the name of a network shipped with the kit such as ``small``, or a loaded
+`Player` for the network agents).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ KINDS = ("random", "greedy", "expert", *SEARCH_KINDS, "policy", "dqn", "td")
 AGENT_HELP = (
     "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, mcts, mcts-greedy (round-0 MCTS, "
     "random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel (the network with search), "
-    f"dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt (default {DEFAULT_SIMULATIONS} "
+    f"dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt, policy@small (the shipped "
+    f"network; default {DEFAULT_SIMULATIONS} "
     "simulations)"
 )
 _SPEC = re.compile(r"^(?P<kind>[a-z]+(?:-[a-z]+)*?)(?:-(?P<sims>\d+))?(?:@(?P<path>.+))?$")
@@ -67,6 +69,17 @@ def agent_name(spec: str) -> str:
     return kind
 
 
+def resolve_checkpoint(source: str | Path) -> Path:
+    """A checkpoint path, or the name of a network shipped with the kit (``small``:
+    data/networks/small.pt)."""
+    path = Path(source)
+    if not path.exists() and re.fullmatch(r"[\w-]+", str(source)):
+        from drmario.run.profiles import shipped_network
+
+        return shipped_network(str(source))
+    return path
+
+
 def make_agent(spec: str, *, network: str | Path | Player | None = None, device: str = "cpu") -> Agent:
     """An agent from its spec (module docstring), e.g. ``"mcts-200"`` or ``"net-mcts-100"`` with
     network set. Evaluation settings: search agents play their best move (no root noise)."""
@@ -87,18 +100,17 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
     source = path or network
     if source is None:
         raise ValueError(f"agent {spec!r} needs a checkpoint: {kind}@PATH, or a network")
-    if kind == "dqn":
-        from drmario.baselines import DQNAgent
+    if kind in ("dqn", "td"):
+        if not isinstance(source, (str, Path)):
+            raise ValueError(f"agent {spec!r} needs its own checkpoint ({kind}@PATH), not a loaded network")
+        from drmario.baselines import DQNAgent, TDAgent
 
-        return DQNAgent.load(str(source), device=device)
-    if kind == "td":
-        from drmario.baselines import TDAgent
-
-        return TDAgent.load(str(source))
+        file = str(resolve_checkpoint(source))
+        return DQNAgent.load(file, device=device) if kind == "dqn" else TDAgent.load(file)
     from drmario.learn.net import Player, load_player
     from drmario.learn.train import resolve_device
 
-    player = source if isinstance(source, Player) else load_player(source, resolve_device(device))
+    player = source if isinstance(source, Player) else load_player(resolve_checkpoint(source), resolve_device(device))
     if kind == "policy":
         return PolicyAgent(player, name=name)
     cfg = SearchConfig(mode="gumbel" if kind == "net-gumbel" else "puct", simulations=n, dirichlet_fraction=0.0)
@@ -113,5 +125,5 @@ def make_agents(
         from drmario.learn.net import load_player
         from drmario.learn.train import resolve_device
 
-        network = load_player(network, resolve_device(device))
+        network = load_player(resolve_checkpoint(network), resolve_device(device))
     return [make_agent(spec, network=network, device=device) for spec in specs]

@@ -220,6 +220,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a run's network with its card (settings, data, steps, arena results, the run's
+    rounds): the best analysed round's unless --round is given."""
+    from drmario.run.export import card_path, export_network
+
+    out = export_network(args.run_dir, args.out, args.round)
+    print(f"wrote {out} and {card_path(out)}")
+    return 0
+
+
 def settings_classes() -> dict[str, type[Settings]]:
     """Every settings class by name: the components' and the notebooks' (by notebook stem)."""
     from drmario.baselines import DQNConfig, TDConfig
@@ -320,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = command("compare", cmd_compare)
     cmp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (of the pipeline) to compare")
     cmp.add_argument("--out", metavar="FOLDER", help="save the plots there as PNG files")
+
+    exp = command("export", cmd_export)
+    exp.add_argument("run_dir", help="run directory (of the pipeline)")
+    exp.add_argument("--out", required=True, help="the network file to write; its card goes beside it (.json)")
+    exp.add_argument("--round", type=int, help="whose network: the one trained after this round (default: the best)")
 
     st = command("settings", cmd_settings)
     st.add_argument("name", help="SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, ... or a notebook")

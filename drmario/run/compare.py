@@ -24,7 +24,8 @@ import pandas as pd
 
 from drmario.play.arena import ARENA_COLUMNS, all_levels
 from drmario.run.agents import NETWORK_KINDS, parse_spec
-from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_arena, plot_curves, plot_leaderboard, read_metrics
+from drmario.viz.arena_plots import plot_arena, plot_leaderboard
+from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_curves, read_metrics
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -114,6 +115,22 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
     out["round"] = out["round"].astype("Int64")
     first = [c for c in RESULT_COLUMNS if c in out.columns]  # an older table may lack a column
     return out[first + [c for c in out.columns if c not in first]]
+
+
+ROUNDS_COLUMNS = ["round", "agent", "level", "games", "wins", "win_rate", "ci_low", "ci_high"]
+
+
+def rounds_table(run_dir: PathLike, levels: Sequence[int] | None = None) -> pd.DataFrame:
+    """One run's rounds side by side: ROUNDS_COLUMNS, one row per round, agent and level, the agent
+    named by its spec (``policy``, ``net-mcts-50``: the same player every round, with that round's
+    network); the agents without a network once, with round -1. levels: the levels kept (None: all)."""
+    results = arena_results(run_dir)
+    if levels is not None:
+        results = results[results["level"].isin(levels)]
+    if results.empty:
+        return pd.DataFrame(columns=ROUNDS_COLUMNS)
+    results = results.assign(agent=results["spec"], round=results["round"].fillna(-1).astype(int))
+    return results[ROUNDS_COLUMNS].sort_values(["level", "agent", "round"], ignore_index=True)
 
 
 def leaderboard(results: pd.DataFrame | RunDirs) -> pd.DataFrame:

@@ -273,16 +273,27 @@ def check_profile(profile: Mapping[str, Any]) -> None:
         raise SettingsError(f"profile {profile.get('name')!r}", problems)
 
 
+KIT_FOLDERS = {"networks": "data/networks"}  # where a kit folder is in a checkout, if not at the top
+
+
 def kit_dir(kind: str) -> Path:
-    """The kit's ``notebooks`` or ``params`` folder: the checkout's when this package runs from
+    """The kit's ``notebooks``, ``params`` or ``networks`` folder: the checkout's when this package runs from
     one, else the installed copy (a wheel puts them in ``<prefix>/share/drmario-kit/``)."""
-    source = ROOT / kind
+    source = ROOT / KIT_FOLDERS.get(kind, kind)
     if (ROOT / "pyproject.toml").is_file() and source.is_dir():
         return source
     installed = Path(sysconfig.get_path("data")) / "share" / "drmario-kit" / kind
     if installed.is_dir():
         return installed
     raise FileNotFoundError(f"the kit's {kind}/ folder is neither in a checkout ({source}) nor installed ({installed})")
+
+
+def shipped_network(name: str = "small") -> Path:
+    """A network shipped with the kit (``data/networks/NAME.pt``, its card beside it)."""
+    path = kit_dir("networks") / f"{name}.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no shipped network {path}")
+    return path
 
 
 def profile_path(name: str | Path) -> Path:

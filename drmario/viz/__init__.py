@@ -1,11 +1,12 @@
 """Pictures for notebooks: boards, move-probability heatmaps, game replays, training curves, arena,
-leaderboard and calibration plots (design section 4), and a game a person plays beside an agent.
+leaderboard, rounds and calibration plots (design section 4), and a game a person plays beside an agent.
 
 Every function returns something Jupyter shows inline (an object with ``_repr_svg_`` or
 ``_repr_html_``, an ipywidgets UI, or a matplotlib Figure) and also runs headless, so CI executes
 each picture once in a plain cell. Import this package; matplotlib and ipywidgets load on first use.
 """
 
+from drmario.viz.arena_plots import arena_table, plot_arena, plot_leaderboard, plot_rounds
 from drmario.viz.boards import (
     ORIENTATION,
     board_row,
@@ -17,15 +18,7 @@ from drmario.viz.boards import (
 )
 from drmario.viz.outcomes import example_title, outcome_text, record_outcome, target_outcome, target_text
 from drmario.viz.play import PlaySession, play_widget
-from drmario.viz.plots import (
-    arena_table,
-    curve_explorer,
-    plot_arena,
-    plot_calibration,
-    plot_curves,
-    plot_leaderboard,
-    read_metrics,
-)
+from drmario.viz.plots import curve_explorer, plot_calibration, plot_curves, read_metrics
 from drmario.viz.replay import ReplayState, replay_frames, replay_states, replay_strip, replay_widget
 from drmario.viz.views import HTMLView, Panel, SVGView
 
@@ -50,6 +43,7 @@ __all__ = [
     "plot_calibration",
     "plot_curves",
     "plot_leaderboard",
+    "plot_rounds",
     "read_metrics",
     "record_outcome",
     "replay_frames",

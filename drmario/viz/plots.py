@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from drmario.play.arena import ARENA_COLUMNS, all_levels, wilson
 from drmario.viz.views import Panel, ipywidgets_or_none
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-    from pandas.io.formats.style import Styler
 
 METRIC_COLUMNS = (
     "step",
@@ -44,26 +42,6 @@ METRIC_COLUMNS = (
 )
 LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg")
 X_COLUMNS = ("step", "epoch", "samples", "time_s")
-RATES = ("win_rate", "topout_rate", "capped_rate", "stalemate_rate", "cleared_fraction")
-METRIC_LABELS = {
-    "win_rate": "win rate (every virus cleared)",
-    "cleared_fraction": "viruses cleared (share of the level's)",
-    "pills_per_virus": "pills per virus cleared",
-    "topout_rate": "top-out rate",
-    "capped_rate": "share stopped at the pill cap",
-    "stalemate_rate": "stalemate rate",
-    "ms_per_move": "ms per move",
-}
-# Axis labels with units: the arena's metrics (y) ...
-METRIC_AXES = {
-    "win_rate": "win rate (% of games)",
-    "cleared_fraction": "viruses cleared (% of the level's)",
-    "pills_per_virus": "pills placed per virus cleared",
-    "topout_rate": "top-outs (% of games)",
-    "capped_rate": "stopped at the pill cap (% of games)",
-    "stalemate_rate": "stalemates (% of games)",
-    "ms_per_move": "time to choose a move (ms)",
-}
 # ... the training curves' x columns ...
 X_LABELS = {
     "step": "training step (optimiser updates)",
@@ -177,32 +155,32 @@ def _register_inline() -> None:
         select_figure_formats(shell, {"png"}, bbox_inches="tight")
 
 
-def _figure(**kwargs: Any) -> Figure:
+def figure(**kwargs: Any) -> Figure:
     from matplotlib.figure import Figure
 
     _register_inline()
     return Figure(layout="constrained", **kwargs)
 
 
-def _new_figure(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, list[Axes]]:
+def new_figure(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, list[Axes]]:
     """A figure of n small multiples, at most 3 per row."""
     ncols = max(1, min(n, 3))
     nrows = max(1, math.ceil(n / ncols))
-    fig = _figure(figsize=(width * ncols, height * nrows))
+    fig = figure(figsize=(width * ncols, height * nrows))
     axes = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
     for ax in axes[n:]:
         ax.set_visible(False)
     return fig, axes[:n]
 
 
-def _given_axes(ax: Any, n: int) -> tuple[Figure, list[Axes]]:
+def given_axes(ax: Any, n: int) -> tuple[Figure, list[Axes]]:
     axes = list(np.atleast_1d(np.asarray(ax, dtype=object)).ravel())
     if len(axes) < n:
         raise ValueError(f"need {n} axes (one per term), got {len(axes)}")
-    return _figure_of(axes[0]), axes[:n]
+    return figure_of(axes[0]), axes[:n]
 
 
-def _figure_of(ax: Axes) -> Figure:
+def figure_of(ax: Axes) -> Figure:
     """The figure ax is drawn on (the root figure, if ax is on a subfigure)."""
     fig = ax.get_figure(root=True)
     if fig is None:
@@ -233,7 +211,7 @@ def plot_curves(
             raise ValueError(f"plot_curves: no column {col!r} (columns: {', '.join(map(str, df.columns))})")
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-    fig, axes = _new_figure(len(terms)) if ax is None else _given_axes(ax, len(terms))
+    fig, axes = new_figure(len(terms)) if ax is None else given_axes(ax, len(terms))
     runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
     for term, a in zip(terms, axes):
         _draw_curves(a, df, runs, term, x, smoothing, log_scale)
@@ -368,155 +346,6 @@ def _explorer_controls(widgets: Any, df: pd.DataFrame, terms: Sequence[str], ava
 
 
 # ------------------------------------------------------------------------------------------------
-# Arena
-
-
-def _check_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
-
-
-def _agent_style(k: int) -> dict[str, Any]:
-    """Colour and line style of the k-th agent: 10 colours, then the next line style."""
-    return {"color": f"C{k % 10}", "ls": ("-", "--", ":", "-.")[(k // 10) % 4]}
-
-
-def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
-    """One panel of `plot_arena`: a line per agent over the level; True if Wilson bands were drawn."""
-    from matplotlib.ticker import MaxNLocator, PercentFormatter
-
-    banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
-    band_alpha = 0.15 if len(agents) <= 4 else 0.07  # many overlapping bands would hide each other
-    for k, agent in enumerate(agents):
-        rows = df[df["agent"] == agent].sort_values("level")
-        levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
-        style = _agent_style(k)
-        a.plot(levels, values, marker="o", ms=4, label=str(agent), **style)
-        if banded:
-            a.fill_between(levels, rows["ci_low"], rows["ci_high"], color=style["color"], alpha=band_alpha, lw=0)
-    if name in RATES:
-        a.set_ylim(-0.02, 1.02)
-        a.yaxis.set_major_formatter(PercentFormatter(1.0))
-    a.xaxis.set_major_locator(MaxNLocator(integer=True))
-    a.set_xlabel("virus level")
-    a.set_ylabel(METRIC_AXES.get(name, name.replace("_", " ")))
-    a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
-    a.grid(alpha=0.3)
-    return banded
-
-
-def _band_handle() -> Any:
-    from matplotlib.patches import Patch
-
-    return Patch(color="grey", alpha=0.25, label="Wilson 95% interval")
-
-
-def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: Axes | None = None) -> Figure:
-    """One line per agent over the virus level, with markers; one panel per metric.
-
-    df: one row per (agent, level) with the arena's columns (`ARENA_COLUMNS`). Rates get a 0-100 %
-    axis; the win rate gets its Wilson 95% interval as a shaded band (from ci_low, ci_high),
-    labelled in the legend.
-    """
-    metrics = (metric,) if isinstance(metric, str) else tuple(metric)
-    _check_columns(df, ("agent", "level", *metrics), "plot_arena")
-    fig, axes = _new_figure(len(metrics), 5.0, 3.4) if ax is None else _given_axes(ax, len(metrics))
-    agents = list(dict.fromkeys(df["agent"]))
-    for name, a in zip(metrics, axes):
-        banded = _draw_arena(a, df, name, agents)
-        if agents:
-            handles, labels = a.get_legend_handles_labels()
-            if banded:
-                handles.append(_band_handle())
-                labels.append("Wilson 95% interval")
-            a.legend(handles, labels, fontsize=8)
-    return fig
-
-
-def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
-    """A leaderboard as a picture: the win rate of every agent by virus level (left, Wilson 95%
-    bands) and over all levels together (right: wins / games with its Wilson 95% interval, best at
-    the top). df: an arena table, one row per (agent, level) with games and wins (the long form,
-    e.g. `drmario.run.compare.arena_results`)."""
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import PercentFormatter
-
-    _check_columns(df, ("agent", "level", "games", "wins", "win_rate"), "plot_leaderboard")
-    if "cleared_fraction" not in df.columns:
-        df = df.assign(cleared_fraction=np.nan)
-    if not {"ci_low", "ci_high"} <= set(df.columns):
-        lo, hi = wilson(df["wins"].to_numpy(), df["games"].to_numpy())
-        df = df.assign(ci_low=lo, ci_high=hi)
-    agents = list(dict.fromkeys(df["agent"]))
-    total = all_levels(df).sort_values(["win_rate", "ci_low", "cleared_fraction"], ascending=False, kind="stable")
-    fig = _figure(figsize=(12.0, max(3.6, 0.3 * len(agents) + 1.6)))
-    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
-    _draw_arena(left, df, "win_rate", agents)
-    order = list(total["agent"])[::-1]  # the best at the top
-    ys = np.arange(len(order))
-    for y, agent in zip(ys, order):
-        row = total[total["agent"] == agent].iloc[0]
-        colour = _agent_style(agents.index(agent))["color"]
-        err = [[row["win_rate"] - row["ci_low"]], [row["ci_high"] - row["win_rate"]]]
-        right.errorbar([row["win_rate"]], [y], xerr=err, fmt="o", color=colour, capsize=3, ms=5)
-        right.annotate(
-            f"{int(row['wins'])}/{int(row['games'])}",
-            (min(row["ci_high"], 1.0), y),
-            xytext=(4, -3),
-            textcoords="offset points",
-            fontsize=7,
-            color="grey",
-        )
-    right.set_yticks(ys, [str(a) for a in order], fontsize=8)
-    right.set_xlim(-0.02, 1.12)
-    right.xaxis.set_major_formatter(PercentFormatter(1.0))
-    right.set_xlabel("win rate over all levels (% of games)")
-    right.set_ylabel("agent (best at the top)")
-    right.set_title("all levels: wins / games")
-    right.grid(alpha=0.3, axis="x")
-    right.legend(
-        handles=[
-            Line2D([], [], color="grey", marker="o", ls="", label="win rate"),
-            Line2D([], [], color="grey", marker="|", ms=10, ls="-", label="Wilson 95% interval"),
-        ],
-        fontsize=8,
-        loc="lower right",
-    )
-    handles, labels = left.get_legend_handles_labels()  # below the panels: many agents would hide the lines
-    handles.append(_band_handle())
-    labels.append("Wilson 95% interval (by level)")
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False)
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-def arena_table(df: pd.DataFrame) -> Styler:
-    """The arena results as a styled table: rows by level then agent, rates in percent, the win rate
-    shaded, and the best win rate at each level in bold."""
-    _check_columns(df, ("agent", "level"), "arena_table")
-    columns = [c for c in ARENA_COLUMNS if c in df.columns and c not in ("agent", "level")]
-    columns += [c for c in df.columns if c not in ARENA_COLUMNS]
-    table = df.sort_values(["level", "agent"], kind="stable").set_index(["level", "agent"])[columns]
-    formats = {c: "{:.1%}" for c in (*RATES, "ci_low", "ci_high", "cleared_fraction")}
-    formats.update(games="{:,.0f}", wins="{:,.0f}", pills_per_virus="{:.2f}", ms_per_move="{:.2f}")
-    styler = table.style.format({c: f for c, f in formats.items() if c in table.columns}, na_rep="-")
-    if "win_rate" in table.columns:
-        styler = styler.background_gradient(cmap="Greens", subset=["win_rate"], vmin=0.0, vmax=1.0)
-
-        def bold_best(col: pd.Series) -> list[str]:
-            best = col.groupby(level="level").transform("max")
-            return ["font-weight: bold" if v == b and b > 0 else "" for v, b in zip(col, best)]  # no bold ties at 0
-
-        styler = styler.apply(bold_best, subset=["win_rate"], axis=0)
-    return styler.set_caption(
-        "Arena: one row per level and agent; win rate = every virus cleared, with its Wilson 95% interval "
-        "(ci_low, ci_high); bold: the best win rate at the level"
-    )
-
-
-# ------------------------------------------------------------------------------------------------
 # Calibration
 
 # The units of the network's value outputs, for the calibration axes.
@@ -553,10 +382,10 @@ def plot_calibration(
     ok = np.isfinite(p) & np.isfinite(a)
     p, a = p[ok], a[ok]
     if ax is None:
-        fig = _figure(figsize=(5.0, 5.4))
+        fig = figure(figsize=(5.0, 5.4))
         top, hist = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
     else:
-        fig, top, hist = _figure_of(ax), ax, None
+        fig, top, hist = figure_of(ax), ax, None
     unit = CALIBRATION_UNITS.get(name, "")
     top.set_ylabel(f"observed {name}{unit}")
     (hist or top).set_xlabel(f"predicted {name}{unit}")

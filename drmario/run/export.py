@@ -1,0 +1,91 @@
+"""Export a run's network with a card: the weights in the checkpoint format, and beside them a JSON
+card saying what it is (network and training settings, the data it learnt from, its steps, its
+arena results and the run's rounds), so a shipped network can be judged without its run directory
+(``python -m drmario export RUN_DIR --out data/networks/small.pt``)."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from drmario.files import write_atomic
+from drmario.learn.net import load_net, read_checkpoint, save_net
+from drmario.run.compare import numbered, rounds_table
+from drmario.run.pipeline import analysis_dir, checkpoint_path, train_dir
+
+PathLike = str | os.PathLike
+
+
+def card_path(network: PathLike) -> Path:
+    """The card beside a network file: small.pt -> small.json."""
+    return Path(network).with_suffix(".json")
+
+
+def best_round(run_dir: PathLike) -> int:
+    """The analysed round whose network agents won the most evaluation games in all (the later
+    round on a tie). ValueError if no round of run_dir has an arena table."""
+    table = rounds_table(run_dir)
+    wins = table[table["round"] >= 0].groupby("round")["wins"].sum()
+    if wins.empty:
+        raise ValueError(f"{run_dir}: no analysed round (analysis<k>/arena.csv, written by 03)")
+    return int(wins[wins == wins.max()].index.max())
+
+
+def _data_summary(folder: Path) -> dict[str, Any]:
+    """What a round's example folder holds, from its selfplay.json (the generation settings)."""
+    meta_file = folder.parent / "selfplay.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    keep = ("games", "seed", "levels", "search", "stall_limit", "stalemate_won", "max_pills")
+    summary = {"folder": f"{folder.parent.name}/{folder.name}", **{k: meta[k] for k in keep if k in meta}}
+    if meta.get("network"):  # the run's own path would mean nothing elsewhere: keep train<k>/...
+        summary["network"] = "/".join(Path(meta["network"]).parts[-3:])
+    return summary
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return json.loads(df.to_json(orient="records"))
+
+
+def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -> Path:
+    """Write the network trained after `round` of run_dir (None: `best_round`) to out, weights
+    only, and its card to `card_path(out)`; both atomically. Returns out."""
+    run_dir = Path(run_dir)
+    round = best_round(run_dir) if round is None else round
+    source = checkpoint_path(run_dir, round)
+    state = read_checkpoint(source)  # checks the digest: a damaged checkpoint is never shipped
+    out = save_net(load_net(source), Path(out))
+    train_config_file = train_dir(run_dir, round) / "config.json"
+    train_config = json.loads(train_config_file.read_text()) if train_config_file.is_file() else {}
+    arena_file = analysis_dir(run_dir, round) / "arena.csv"
+    pipeline_file = run_dir / "pipeline.json"
+    pipeline = json.loads(pipeline_file.read_text()) if pipeline_file.is_file() else {}
+    card = {
+        "network": out.name,
+        "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+        "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "run": {"dir": run_dir.name, "round": round, "rounds": numbered(run_dir, "train")},
+        "steps": state.get("step"),
+        "net": state["net_config"],
+        "train": {k: v for k, v in train_config.items() if k != "data"},
+        "data": [_data_summary(Path(d)) for d in train_config.get("data", [])],
+        "arena": _records(pd.read_csv(arena_file)) if arena_file.is_file() else [],
+        "rounds": _records(rounds_table(run_dir)),
+        "profile": pipeline.get("profile", {}),
+        "git_commit": pipeline.get("git_commit"),
+    }
+    write_atomic(card_path(out), json.dumps(card, indent=1) + "\n")
+    return out
+
+
+def read_card(network: PathLike) -> dict[str, Any]:
+    """The card of an exported network (FileNotFoundError naming the missing card)."""
+    path = card_path(network)
+    if not path.is_file():
+        raise FileNotFoundError(f"no card {path} beside the network {network} (python -m drmario export writes both)")
+    return json.loads(path.read_text())

@@ -1,0 +1,221 @@
+"""Arena plots and tables: win rates by level with Wilson 95% intervals, the leaderboard across
+agents and runs, the rounds of a run, and the styled arena table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from drmario.play.arena import ARENA_COLUMNS, all_levels, wilson
+from drmario.viz.plots import figure, given_axes, new_figure
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from pandas.io.formats.style import Styler
+
+RATES = ("win_rate", "topout_rate", "capped_rate", "stalemate_rate", "cleared_fraction")
+METRIC_LABELS = {
+    "win_rate": "win rate (every virus cleared)",
+    "cleared_fraction": "viruses cleared (share of the level's)",
+    "pills_per_virus": "pills per virus cleared",
+    "topout_rate": "top-out rate",
+    "capped_rate": "share stopped at the pill cap",
+    "stalemate_rate": "stalemate rate",
+    "ms_per_move": "ms per move",
+}
+# Axis labels with units: the arena's metrics (y) ...
+METRIC_AXES = {
+    "win_rate": "win rate (% of games)",
+    "cleared_fraction": "viruses cleared (% of the level's)",
+    "pills_per_virus": "pills placed per virus cleared",
+    "topout_rate": "top-outs (% of games)",
+    "capped_rate": "stopped at the pill cap (% of games)",
+    "stalemate_rate": "stalemates (% of games)",
+    "ms_per_move": "time to choose a move (ms)",
+}
+
+
+def _check_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
+
+
+def _agent_style(k: int) -> dict[str, Any]:
+    """Colour and line style of the k-th agent: 10 colours, then the next line style."""
+    return {"color": f"C{k % 10}", "ls": ("-", "--", ":", "-.")[(k // 10) % 4]}
+
+
+def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
+    """One panel of `plot_arena`: a line per agent over the level; True if Wilson bands were drawn."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
+    band_alpha = 0.15 if len(agents) <= 4 else 0.07  # many overlapping bands would hide each other
+    for k, agent in enumerate(agents):
+        rows = df[df["agent"] == agent].sort_values("level")
+        levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
+        style = _agent_style(k)
+        a.plot(levels, values, marker="o", ms=4, label=str(agent), **style)
+        if banded:
+            a.fill_between(levels, rows["ci_low"], rows["ci_high"], color=style["color"], alpha=band_alpha, lw=0)
+    if name in RATES:
+        a.set_ylim(-0.02, 1.02)
+        a.yaxis.set_major_formatter(PercentFormatter(1.0))
+    a.xaxis.set_major_locator(MaxNLocator(integer=True))
+    a.set_xlabel("virus level")
+    a.set_ylabel(METRIC_AXES.get(name, name.replace("_", " ")))
+    a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
+    a.grid(alpha=0.3)
+    return banded
+
+
+def _band_handle() -> Any:
+    from matplotlib.patches import Patch
+
+    return Patch(color="grey", alpha=0.25, label="Wilson 95% interval")
+
+
+def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: Axes | None = None) -> Figure:
+    """One line per agent over the virus level, with markers; one panel per metric.
+
+    df: one row per (agent, level) with the arena's columns (`ARENA_COLUMNS`). Rates get a 0-100 %
+    axis; the win rate gets its Wilson 95% interval as a shaded band (from ci_low, ci_high),
+    labelled in the legend.
+    """
+    metrics = (metric,) if isinstance(metric, str) else tuple(metric)
+    _check_columns(df, ("agent", "level", *metrics), "plot_arena")
+    fig, axes = new_figure(len(metrics), 5.0, 3.4) if ax is None else given_axes(ax, len(metrics))
+    agents = list(dict.fromkeys(df["agent"]))
+    for name, a in zip(metrics, axes):
+        banded = _draw_arena(a, df, name, agents)
+        if agents:
+            handles, labels = a.get_legend_handles_labels()
+            if banded:
+                handles.append(_band_handle())
+                labels.append("Wilson 95% interval")
+            a.legend(handles, labels, fontsize=8)
+    return fig
+
+
+def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """A leaderboard as a picture: the win rate of every agent by virus level (left, Wilson 95%
+    bands) and over all levels together (right: wins / games with its Wilson 95% interval, best at
+    the top). df: an arena table, one row per (agent, level) with games and wins (the long form,
+    e.g. `drmario.run.compare.arena_results`)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import PercentFormatter
+
+    _check_columns(df, ("agent", "level", "games", "wins", "win_rate"), "plot_leaderboard")
+    if "cleared_fraction" not in df.columns:
+        df = df.assign(cleared_fraction=np.nan)
+    if not {"ci_low", "ci_high"} <= set(df.columns):
+        lo, hi = wilson(df["wins"].to_numpy(), df["games"].to_numpy())
+        df = df.assign(ci_low=lo, ci_high=hi)
+    agents = list(dict.fromkeys(df["agent"]))
+    total = all_levels(df).sort_values(["win_rate", "ci_low", "cleared_fraction"], ascending=False, kind="stable")
+    fig = figure(figsize=(12.0, max(3.6, 0.3 * len(agents) + 1.6)))
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    _draw_arena(left, df, "win_rate", agents)
+    order = list(total["agent"])[::-1]  # the best at the top
+    ys = np.arange(len(order))
+    for y, agent in zip(ys, order):
+        row = total[total["agent"] == agent].iloc[0]
+        colour = _agent_style(agents.index(agent))["color"]
+        err = [[row["win_rate"] - row["ci_low"]], [row["ci_high"] - row["win_rate"]]]
+        right.errorbar([row["win_rate"]], [y], xerr=err, fmt="o", color=colour, capsize=3, ms=5)
+        right.annotate(
+            f"{int(row['wins'])}/{int(row['games'])}",
+            (min(row["ci_high"], 1.0), y),
+            xytext=(4, -3),
+            textcoords="offset points",
+            fontsize=7,
+            color="grey",
+        )
+    right.set_yticks(ys, [str(a) for a in order], fontsize=8)
+    right.set_xlim(-0.02, 1.12)
+    right.xaxis.set_major_formatter(PercentFormatter(1.0))
+    right.set_xlabel("win rate over all levels (% of games)")
+    right.set_ylabel("agent (best at the top)")
+    right.set_title("all levels: wins / games")
+    right.grid(alpha=0.3, axis="x")
+    right.legend(
+        handles=[
+            Line2D([], [], color="grey", marker="o", ls="", label="win rate"),
+            Line2D([], [], color="grey", marker="|", ms=10, ls="-", label="Wilson 95% interval"),
+        ],
+        fontsize=8,
+        loc="lower right",
+    )
+    handles, labels = left.get_legend_handles_labels()  # below the panels: many agents would hide the lines
+    handles.append(_band_handle())
+    labels.append("Wilson 95% interval (by level)")
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def arena_table(df: pd.DataFrame) -> Styler:
+    """The arena results as a styled table: rows by level then agent, rates in percent, the win rate
+    shaded, and the best win rate at each level in bold."""
+    _check_columns(df, ("agent", "level"), "arena_table")
+    columns = [c for c in ARENA_COLUMNS if c in df.columns and c not in ("agent", "level")]
+    columns += [c for c in df.columns if c not in ARENA_COLUMNS]
+    table = df.sort_values(["level", "agent"], kind="stable").set_index(["level", "agent"])[columns]
+    formats = {c: "{:.1%}" for c in (*RATES, "ci_low", "ci_high", "cleared_fraction")}
+    formats.update(games="{:,.0f}", wins="{:,.0f}", pills_per_virus="{:.2f}", ms_per_move="{:.2f}")
+    styler = table.style.format({c: f for c, f in formats.items() if c in table.columns}, na_rep="-")
+    if "win_rate" in table.columns:
+        styler = styler.background_gradient(cmap="Greens", subset=["win_rate"], vmin=0.0, vmax=1.0)
+
+        def bold_best(col: pd.Series) -> list[str]:
+            best = col.groupby(level="level").transform("max")
+            return ["font-weight: bold" if v == b and b > 0 else "" for v, b in zip(col, best)]  # no bold ties at 0
+
+        styler = styler.apply(bold_best, subset=["win_rate"], axis=0)
+    return styler.set_caption(
+        "Arena: one row per level and agent; win rate = every virus cleared, with its Wilson 95% interval "
+        "(ci_low, ci_high); bold: the best win rate at the level"
+    )
+
+
+def plot_rounds(df: pd.DataFrame) -> Figure:
+    """Does each round's network beat the last? One panel per level: the win rate of every agent
+    with a network by round (Wilson 95% intervals as error bars), and the agents without one as
+    dashed flat lines. df: `drmario.run.compare.rounds_table` (round -1: no network)."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import PercentFormatter
+
+    _check_columns(df, ("round", "agent", "level", "win_rate", "ci_low", "ci_high"), "plot_rounds")
+    levels = sorted(df["level"].unique())
+    fig, axes = new_figure(len(levels), 4.4, 3.6)
+    networks = list(dict.fromkeys(df.loc[df["round"] >= 0, "agent"]))
+    others = list(dict.fromkeys(df.loc[df["round"] < 0, "agent"]))
+    rounds = sorted(df.loc[df["round"] >= 0, "round"].unique())
+    for ax, level in zip(axes, levels):
+        here = df[df["level"] == level]
+        for k, agent in enumerate(networks):
+            rows = here[here["agent"] == agent].sort_values("round")
+            err = np.array([rows["win_rate"] - rows["ci_low"], rows["ci_high"] - rows["win_rate"]])
+            ax.errorbar(rows["round"], rows["win_rate"], yerr=err, fmt="o", capsize=3, label=agent, **_agent_style(k))
+        for k, agent in enumerate(others, start=len(networks)):
+            row = here[here["agent"] == agent]
+            if len(row):
+                ax.axhline(float(row["win_rate"].iloc[0]), ls="--", lw=1, color=_agent_style(k)["color"], label=agent)
+        ax.set_title(f"level {level}")
+        ax.set_xlabel("round (the network trained after it)")
+        ax.set_ylabel(METRIC_AXES["win_rate"])
+        ax.set_ylim(-0.02, 1.02)
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_xticks(rounds)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(Patch(color="none"))
+    labels.append("bars: Wilson 95% intervals; dashed: no network")
+    axes[0].legend(handles, labels, fontsize=7)
+    return fig

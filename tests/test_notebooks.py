@@ -100,6 +100,10 @@ def test_profile_values_are_checked_before_anything_runs():
     with pytest.raises(SettingsError) as info:
         R.check_profile(P.apply_overrides(profile, bad))
     assert len(info.value.problems) == len(bad), info.value  # every bad value named, at once
+    devices = ["train.device=cuda:99", "analysis.device=tpu"]  # no machine has 100 GPUs
+    with pytest.raises(SettingsError) as info:
+        R.check_profile(P.apply_overrides(profile, devices))
+    assert [p.split(":")[0] for p in info.value.problems] == ["train.device = 'cuda", "analysis.device = 'tpu'"]
 
 
 def test_overrides_are_typed_and_dotted():

@@ -12,6 +12,7 @@ anything runs; a test checks that every parameters cell names real settings with
 from __future__ import annotations
 
 import difflib
+import functools
 import sysconfig
 import types
 import typing
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from drmario.baselines import DQNConfig, TDConfig
-from drmario.learn.train import TrainConfig
+from drmario.learn.train import TrainConfig, device_problem
 from drmario.play.arena import EvalConfig
 from drmario.play.selfplay import SelfPlayConfig
 from drmario.run.agents import parse_spec
@@ -224,10 +225,21 @@ def build(section: str, values: Mapping[str, Any], where: str | None = None) -> 
         raise SettingsError(where, [_unknown(name, stem, list(known)) for name in unknown])
     nested = apply_dotted({}, {known[name].path: value for name, value in values.items()}, where)
     try:
-        return NOTEBOOKS[section].settings.from_dict(nested)
+        settings = NOTEBOOKS[section].settings.from_dict(nested)
     except SettingsError as e:
         by_path = {leaf.path: name for name, leaf in known.items()}
         raise SettingsError(where, [_flat_name(problem, by_path) for problem in e.problems]) from None
+    as_dict = settings.to_dict()
+    problems = []
+    for name, leaf in known.items():  # a device this machine lacks fails now, not minutes into a run
+        if name == "device":
+            value: Any = functools.reduce(lambda d, key: d[key], leaf.path.split("."), as_dict)
+            problem = device_problem(str(value))
+            if problem:
+                problems.append(f"{name} = {value!r}: {problem}")
+    if problems:
+        raise SettingsError(where, problems)
+    return settings
 
 
 def _unknown(name: str, stem: str, known: list[str]) -> str:

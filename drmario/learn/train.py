@@ -421,7 +421,8 @@ class Trainer:
 
     def run(self, until: int | None = None) -> TrainResult:
         """Train up to step `until` (default cfg.steps). Logs every cfg.log_every steps and at the
-        end, evaluates every eval_every, checkpoints every checkpoint_every and at the end."""
+        end, evaluates every eval_every, checkpoints every checkpoint_every and at the end. The
+        loop is kept whole, top to bottom, so one reading shows what a step does."""
         if self.train_dev is None:
             raise ValueError("Trainer.run needs data: call set_data first")
         cfg, device, model, opt, sched = self.cfg, self.device, self.model, self.opt, self.sched

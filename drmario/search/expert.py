@@ -111,7 +111,8 @@ def features_into(cells, scratch, f):
     """Write the features of a settled board into f: float64[N_FEATURES]. scratch: `new_scratch()`.
 
     The board is first turned into bit masks (per colour, of each column and each row; colour 0 =
-    any cell) so that windows of 4 and runs are a few bit operations each.
+    any cell) so that windows of 4 and runs are a few bit operations each. One function on purpose:
+    the features share those masks in one pass, and it runs at every leaf of the depth-2 search.
     """
     f[:] = 0.0
     cols, rows = scratch[:4, :8], scratch[:4, 16:32]  # [colour, x] (bit y), [colour, y] (bit x)

@@ -451,13 +451,19 @@ def expand_and_backup(f, won, cleared, duration, moves_prob):
 
 
 @njit(cache=True)
-def round0_root(f, active, root_rollouts, stall_limit, horizon, policy, probs):
-    """Round 0, first part: expand each active root and evaluate every placement with
-    `root_rollouts` rollouts (or its finished game's value)."""
+def _rollout_buffers(probs):
+    """Scratch space of the round-0 rollouts: moves, scores, a board, and the next pill's CDF."""
     moves = np.empty((MAX_MOVES, 3), np.int8)
     scores = np.empty(MAX_MOVES)
     scratch = np.empty((K.WIDTH, K.HEIGHT), np.uint8)
-    cdf = np.cumsum(probs)
+    return moves, scores, scratch, np.cumsum(probs)
+
+
+@njit(cache=True)
+def round0_root(f, active, root_rollouts, stall_limit, horizon, policy, probs):
+    """Round 0, first part: expand each active root and evaluate every placement with
+    `root_rollouts` rollouts (or its finished game's value)."""
+    moves, scores, scratch, cdf = _rollout_buffers(probs)
     for g in range(len(active)):
         if not active[g]:
             continue
@@ -477,10 +483,7 @@ def round0_simulate(f, active, sims, c_explore, stall_limit, horizon, policy, pr
     """Round 0, second part: `sims` UCT simulations per active game, each ending in a rollout
     from a new placement or outcome (or in a finished game). Each simulation adds at most one
     decision node (with its edges) and one chance node to the pools."""
-    moves = np.empty((MAX_MOVES, 3), np.int8)
-    scores = np.empty(MAX_MOVES)
-    scratch = np.empty((K.WIDTH, K.HEIGHT), np.uint8)
-    cdf = np.cumsum(probs)
+    moves, scores, scratch, cdf = _rollout_buffers(probs)
     for g in range(len(active)):
         if not active[g]:
             continue

@@ -6,7 +6,7 @@ drawn from the evaluation seeds (multiples of 8, never used for training or tuni
 cap that counts as a failure, win = every virus cleared, Wilson 95% intervals. Placements are
 timing-free. Writes bench/results/strength-MACHINE.json.
 
-Run: `python bench/strength.py` (about 15 minutes on 2 CPU cores with the defaults);
+Run: `python bench/strength.py` (about 30 minutes on 2 CPU cores with the defaults and --lockstep 50);
 `--games-per-level 10 --top-level-games 20` for a quick look.
 """
 

@@ -28,10 +28,11 @@ def card_path(network: PathLike) -> Path:
 
 
 def best_round(run_dir: PathLike) -> int:
-    """The analysed round whose network agents won the most evaluation games in all (the later
-    round on a tie). ValueError if no round of run_dir has an arena table."""
+    """The analysed round whose strongest network agent (alone or with search) won the most
+    evaluation games over all levels, the later round on a tie: a network is shipped for its best
+    use. ValueError if no round of run_dir has an arena table."""
     table = rounds_table(run_dir)
-    wins = table[table["round"] >= 0].groupby("round")["wins"].sum()
+    wins = table[table["round"] >= 0].groupby(["round", "agent"])["wins"].sum().groupby("round").max()
     if wins.empty:
         raise ValueError(f"{run_dir}: no analysed round (analysis<k>/arena.csv, written by 03)")
     return int(wins[wins == wins.max()].index.max())

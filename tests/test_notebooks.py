@@ -84,7 +84,7 @@ def test_profiles_fit_the_notebooks(path):
     profile = P.load_profile(path)
     assert profile["name"] == path.stem
     assert set(profile) <= {"name", *R.NOTEBOOKS}
-    R.check_profile(profile)
+    R.check_profile(profile, devices=False)  # the gpu profile names cuda, which CI's machine lacks
 
 
 def test_profile_values_are_checked_before_anything_runs():

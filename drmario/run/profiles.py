@@ -214,9 +214,10 @@ def parameters(section: str) -> dict[str, SettingInfo]:
     return out
 
 
-def build(section: str, values: Mapping[str, Any], where: str | None = None) -> Settings:
+def build(section: str, values: Mapping[str, Any], where: str | None = None, devices: bool = True) -> Settings:
     """The settings of a section's notebook from flat parameter values (the rest: defaults).
-    Raises `SettingsError` listing every unknown name and every bad value, by parameter name."""
+    Raises `SettingsError` listing every unknown name and every bad value, by parameter name, and
+    with devices, every device this machine lacks."""
     known = parameters(section)
     stem = NOTEBOOKS[section].stem
     where = where or stem
@@ -232,7 +233,7 @@ def build(section: str, values: Mapping[str, Any], where: str | None = None) -> 
     as_dict = settings.to_dict()
     problems = []
     for name, leaf in known.items():  # a device this machine lacks fails now, not minutes into a run
-        if name == "device":
+        if devices and name == "device":
             value: Any = functools.reduce(lambda d, key: d[key], leaf.path.split("."), as_dict)
             problem = device_problem(str(value))
             if problem:
@@ -266,9 +267,10 @@ def notebook_settings(stem: str, namespace: Mapping[str, Any]) -> Any:
 PIPELINE_STAND_INS = {"run_dir": "runs/profile-check", "round": 1, "data": ["round0/examples"], "network": "net.pt"}
 
 
-def check_profile(profile: Mapping[str, Any]) -> None:
-    """Every section of a profile must build its notebook's settings (names, types, ranges), and
-    set nothing the pipeline sets itself. Raises `SettingsError` listing every problem."""
+def check_profile(profile: Mapping[str, Any], devices: bool = True) -> None:
+    """Every section of a profile must build its notebook's settings (names, types, ranges, and
+    with devices the devices of this machine), and set nothing the pipeline sets itself. Raises
+    `SettingsError` listing every problem."""
     problems = []
     for section, notebook in NOTEBOOKS.items():
         values = dict(profile.get(section, {}))
@@ -278,7 +280,7 @@ def check_profile(profile: Mapping[str, Any]) -> None:
             elif name in PIPELINE_STAND_INS:
                 values[name] = PIPELINE_STAND_INS[name]
         try:
-            build(section, values)
+            build(section, values, devices=devices)
         except SettingsError as e:
             problems += [f"{section}.{p}" for p in e.problems]
     if problems:

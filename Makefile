@@ -36,7 +36,7 @@ test: lint
 run: install
 	$(BIN)/python -m drmario pipeline --profile ci --run-dir runs/demo
 	$(BIN)/python -m drmario evaluate --agents greedy,expert,policy@small,net-mcts-32@small \
-		--levels 10,15,20 --games-per-level 10 --top-level-games 10
+		--levels "[10, 15, 20]" --games-per-level 10 --top-level-games 10
 
 # Remake the committed sample: data/round0-sample (round-0 examples) and data/eval_games.json.
 data: install

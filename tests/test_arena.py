@@ -1,6 +1,7 @@
 """Agents, the lockstep game loop and the arena table."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import drmario as dm
@@ -136,3 +137,17 @@ def test_agents_from_specs(tmp_path):
     for bad in ["alphazero", "greedy-5", "mcts-0", "policy"]:
         with pytest.raises(ValueError, match="agent"):
             make_agent(bad)
+
+
+def test_evaluate_command_prints_each_agents_own_interval(tmp_path, capsys):
+    from drmario.run.cli import main
+
+    out = tmp_path / "arena.csv"
+    args = ["evaluate", "--agents", "random,greedy", "--levels", "[0]", "--games-per-level", "3"]
+    assert main([*args, "--top-level-games", "3", "--max-pills", "200", "--no-progress", "--out", str(out)]) == 0
+    board = capsys.readouterr().out.split("win rate [Wilson 95%]")[1]
+    table = pd.read_csv(out).set_index("agent")
+    for agent in ("random", "greedy"):  # the interval printed on an agent's line is its own
+        row = table.loc[agent]
+        line = next(line for line in board.splitlines() if f" {agent} " in line)
+        assert f"{int(row.wins)}/{int(row.games)}" in line and f"[{row.ci_low:.1%}, {row.ci_high:.1%}]" in line

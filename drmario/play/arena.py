@@ -192,14 +192,3 @@ def arena(
         )
     table = pd.concat([summarize(r, name) for name, r in records.items()], ignore_index=True)
     return table, records
-
-
-def leaderboard(table: pd.DataFrame) -> pd.DataFrame:
-    """An arena table (every agent, every level) pivoted to one row per agent: the win rate at each
-    level, and over all levels with its Wilson interval; best first."""
-    wide = table.pivot(index="agent", columns="level", values="win_rate")
-    wide.columns = [f"L{c}" for c in wide.columns]
-    total = all_levels(table).set_index("agent")
-    wide["all"] = total["win_rate"]
-    wide["all_ci"] = [f"{lo:.0%}-{hi:.0%}" for lo, hi in zip(total["ci_low"], total["ci_high"])]
-    return wide.sort_values("all", ascending=False)

@@ -122,14 +122,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Agents play the same fixed evaluation games (NES rules, a pill cap that counts as a failure);
     prints the arena table with Wilson 95% intervals, and writes it with --out."""
     from drmario.files import write_atomic
-    from drmario.play.arena import EvalConfig, arena, leaderboard
+    from drmario.play.arena import EvalConfig, arena
     from drmario.run.agents import make_agents
+    from drmario.run.compare import format_leaderboard, leaderboard
 
     cfg = settings_from(EvalConfig, args)
     agents = make_agents(args.agents.split(","), network=args.network, device=args.device)
     table, _ = arena(agents, config=cfg, progress=not args.no_progress)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print("\n" + leaderboard(table).to_string(float_format=lambda v: f"{v:.1%}"))
+    print("\n" + format_leaderboard(leaderboard(table)))
     if args.out:
         write_atomic(args.out, table.to_csv(index=False))
     return 0

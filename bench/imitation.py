@@ -141,6 +141,7 @@ def main() -> None:
     parser.add_argument("--play-levels", default="0,5,10,15")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--name", default="imitation", help="results file: bench/results/NAME-MACHINE.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     levels = [int(v) for v in args.levels.split(",")]
@@ -188,7 +189,7 @@ def main() -> None:
             figures[f"{few} held-out agreement"] = round(move_agreement(player, test_set)[0], 4)
         print({k: v for k, v in figures.items() if k.startswith(name)})
     settings = {k: v for k, v in vars(args).items()} | {"examples": len(data), "train_games": len(games)}
-    report("imitation", settings, figures)
+    report(args.name, settings, figures)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -51,6 +52,15 @@ class RunError(RuntimeError):
 
 class RunDirectoryLocked(RunError):
     """Another live process owns the run directory; the message names it."""
+
+
+def file_sha256(path: PathLike) -> str:
+    """SHA-256 of a file's bytes (hex), read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def temp_path(path: PathLike) -> Path:
@@ -346,17 +356,24 @@ def remove_stray_temp(folder: PathLike, *, recursive: bool = True) -> list[Path]
 # Child processes that die with their parent
 
 
-def parent_death_signal(sig: int = KILL) -> Callable[[], None] | None:
-    """A ``preexec_fn`` for `subprocess.Popen` that makes the child get sig when this process
-    dies (also by kill -9), or None where that is not available (not Linux). The C call is looked
-    up here, in the parent, so the child only calls it between fork and exec."""
+def _prctl() -> Callable[..., int] | None:
+    """Linux's prctl from the C library, or None (another system, or no such call)."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
 
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # pragma: no cover
+        return None
+
+
+def parent_death_signal(sig: int = KILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for `subprocess.Popen` that makes the child get sig when this process
+    dies (also by kill -9), or None where that is not available (not Linux). The C call is looked
+    up here, in the parent, so the child only calls it between fork and exec."""
+    prctl = _prctl()
+    if prctl is None:
         return None
     parent = os.getpid()
 
@@ -371,10 +388,8 @@ def parent_death_signal(sig: int = KILL) -> Callable[[], None] | None:
 def die_with_parent(parent: int | None = None, sig: int = KILL) -> None:
     """In a child process (e.g. a multiprocessing worker's initializer): get sig when the parent
     dies (Linux); parent, the pid the child was started by, covers a parent that died already."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
     if parent is not None and os.getppid() != parent:
         os.kill(os.getpid(), sig)

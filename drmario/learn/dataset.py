@@ -46,7 +46,7 @@ import torch
 
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
-from drmario.files import atomic_file
+from drmario.files import atomic_file, file_sha256
 from drmario.learn.encode import planes_torch
 from drmario.learn.example_decoding import Decoded
 from drmario.learn.example_files import OnError, ReadReport, decode_file, infer_games, read_sidecar, sidecar_path
@@ -291,15 +291,11 @@ def cache_path(path: PathLike) -> Path:
 
 
 def _file_digest(path: Path) -> str | None:
-    """SHA-256 of a file's bytes (hex), or None if there is no such file."""
-    digest = hashlib.sha256()
+    """`file_sha256` of path, or None if there is no such file."""
     try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
+        return file_sha256(path)
     except FileNotFoundError:
         return None
-    return digest.hexdigest()
 
 
 @functools.cache

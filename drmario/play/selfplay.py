@@ -18,7 +18,6 @@ that names it (`drmario.files.RunError`); the shards already written are kept.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import queue
@@ -40,6 +39,7 @@ from drmario.files import (
     RunError,
     append_csv,
     die_with_parent,
+    file_sha256,
     lock_run_dir,
     remove_stray_temp,
     write_atomic,
@@ -110,14 +110,6 @@ def _shard_path(run_dir: Path, first: int) -> Path:
 
 def _records_path(shard: Path) -> Path:
     return shard.parent.parent / RECORDS / shard.name.replace(".jsonl.gz", ".jsonl")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _shard_files(shard: Path) -> dict[str, Path]:

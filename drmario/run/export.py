@@ -6,7 +6,6 @@ arena results and the run's rounds), so a shipped network can be judged without 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from drmario.files import write_atomic
+from drmario.files import file_sha256, write_atomic
 from drmario.learn.net import load_net, read_checkpoint, save_net
 from drmario.run.compare import numbered, rounds_table
 from drmario.run.pipeline import analysis_dir, checkpoint_path, train_dir
@@ -68,7 +67,7 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
     pipeline = json.loads(pipeline_file.read_text()) if pipeline_file.is_file() else {}
     card = {
         "network": out.name,
-        "sha256": hashlib.sha256(out.read_bytes()).hexdigest(),
+        "sha256": file_sha256(out),
         "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "run": {"dir": run_dir.name, "round": round, "rounds": numbered(run_dir, "train")},
         "steps": state.get("step"),

@@ -61,6 +61,7 @@ from drmario.run.profiles import (
     check_profile,
     kit_dir,
     load_profile,
+    section_of,
 )
 
 RECORD = "pipeline.json"
@@ -201,10 +202,6 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "
     return out
 
 
-def _section_of(step: Step) -> str:
-    return next(section for section, nb in NOTEBOOKS.items() if nb.stem == step.notebook)
-
-
 def _claim(
     run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, steps: Sequence[Step]
 ) -> list[str]:
@@ -217,7 +214,7 @@ def _claim(
     accepted: list[str] = []
     if record.exists():
         previous = json.loads(record.read_text())
-        finished = {_section_of(step) for step in steps if step_done(step)}
+        finished = {section_of(step.notebook) for step in steps if step_done(step)}
         old = previous.get("profile", {})
         binding = [
             d

@@ -394,30 +394,28 @@ class _PlayUI:
         if None not in (r, x, y) and not self.session.you_done:
             self.session.choose((r, x, y))
 
-    def _on_rotation(self, _: Any) -> None:
-        if not self.busy:
+    def _changed(self, refill_below: Callable[[], None] | None = None) -> None:
+        """A control was changed by the user (not by a refill): refill the controls below it,
+        select the placement and redraw."""
+        if self.busy:
+            return
+        if refill_below is not None:
             self.busy = True
             try:
-                self._fill_columns()
+                refill_below()
             finally:
                 self.busy = False
-            self._select()
-            self.redraw()
+        self._select()
+        self.redraw()
+
+    def _on_rotation(self, _: Any) -> None:
+        self._changed(self._fill_columns)
 
     def _on_column(self, _: Any) -> None:
-        if not self.busy:
-            self.busy = True
-            try:
-                self._fill_landings()
-            finally:
-                self.busy = False
-            self._select()
-            self.redraw()
+        self._changed(self._fill_landings)
 
     def _on_landing(self, _: Any) -> None:
-        if not self.busy:
-            self._select()
-            self.redraw()
+        self._changed()
 
     def redraw(self, message: str = "") -> None:
         s = self.session

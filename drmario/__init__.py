@@ -1,6 +1,6 @@
 """drmario-kit: an AlphaZero-style Dr. Mario player and the tools to study it.
 
-The engine (NES rules, maryodel formats, level generation, legal placements) is importable from
+The engine (NES rules, maryodel formats, level generation, legal and frame-exact placements) is importable from
 the top level; encoders, search, network and training live in submodules.
 """
 
@@ -8,6 +8,7 @@ from drmario.engine.board import ALL_PILLS, Board, Colour, FormatError, Move, Pi
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, GameRecord, Outcome
 from drmario.engine.level import Level, PillSequence, new_level, virus_count
 from drmario.engine.rules import PlaceResult, canonical, is_legal, legal_mask, legal_moves, place
+from drmario.engine.timing import Reach, reachable
 
 __version__ = "0.1.0"
 
@@ -25,6 +26,7 @@ __all__ = [
     "Pill",
     "PillSequence",
     "PlaceResult",
+    "Reach",
     "Shape",
     "canonical",
     "is_legal",
@@ -33,5 +35,6 @@ __all__ = [
     "move_cells",
     "new_level",
     "place",
+    "reachable",
     "virus_count",
 ]

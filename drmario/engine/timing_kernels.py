@@ -200,7 +200,6 @@ def _relaxed_graph(fit_h, fit_v, start, succ, nsucc, dist):
     """
     nsucc[:] = 0
     dist[:] = UNREACHED
-    seen = np.full(N_POSES, -1, np.int32)  # dedup stamp: the pose whose successors are being listed
     queue = np.empty(N_POSES, np.int32)
     dist[start] = 0
     queue[0] = start
@@ -209,25 +208,25 @@ def _relaxed_graph(fit_h, fit_v, start, succ, nsucc, dist):
         p = queue[head]
         head += 1
         r, x, y = p >> 7, (p >> 4) & 7, p & 15
+        here = fit_v if r & 1 else fit_h
         n = 0
-        for yy in range(y, y - 2, -1):
-            if not fits(fit_h, fit_v, r, x, yy):
+        for yy in range(y, max(y - 2, -1), -1):
+            if not (here[yy] >> x) & 1:
                 continue
-            for xx in range(x - 1, x + 2):
-                if not fits(fit_h, fit_v, r, xx, yy):
-                    continue
-                for dr in (0, 1, 3):
-                    rr = (r + dr) & 3
-                    for xr in range(xx, xx - 2, -1):
-                        q = rr * 128 + xr * 16 + yy
-                        if q != p and xr >= 0 and seen[q] != p and fits(fit_h, fit_v, rr, xr, yy):
-                            seen[q] = p
-                            succ[p, n] = q
-                            n += 1
-                            if dist[q] == UNREACHED:
-                                dist[q] = dist[p] + 1
-                                queue[tail] = q
-                                tail += 1
+            moved = ((1 << x) | (2 << x) | ((1 << x) >> 1)) & here[yy]  # x - 1, x, x + 1 where they fit
+            shifted = moved | (moved >> 1)
+            for dr in (0, 1, 3):
+                rr = (r + dr) & 3
+                m = shifted & (fit_v[yy] if rr & 1 else fit_h[yy])
+                for xr in range(WIDTH):
+                    q = rr * 128 + xr * 16 + yy
+                    if (m >> xr) & 1 and q != p:
+                        succ[p, n] = q
+                        n += 1
+                        if dist[q] == UNREACHED:
+                            dist[q] = dist[p] + 1
+                            queue[tail] = q
+                            tail += 1
         nsucc[p] = n
 
 
@@ -324,6 +323,7 @@ def _search(fit_h, fit_v, v, parity, same, vlb, succ, nsucc, target, budget, vis
     for p in range(N_POSES):
         open_count += target[p]
     row_budget = np.full(HEIGHT, -1, np.int32)
+    row_ok = np.zeros((HEIGHT, G, 2), np.int32)  # (frame << 1 | the vertical test's result) by (y, g, parity)
     for y in range(HEIGHT):
         _row_budget(target, budget, row_budget, y)
     deadline = np.empty(N_POSES, np.int32)
@@ -369,14 +369,17 @@ def _search(fit_h, fit_v, v, parity, same, vlb, succ, nsucc, target, budget, vis
                             _row_budget(target, budget, row_budget, y)
                         continue
                     ny = y - 1
-                # some row at or below with an open target must be reachable in time
-                ok = False
-                for py in range(ny, -1, -1):
-                    rb = row_budget[py]
-                    if rb >= 0 and t + vlb[ny - py + 1, ng, pnext] <= rb:
-                        ok = True
-                        break
-                if not ok:
+                # some row at or below with an open target must be reachable in time (memo per frame)
+                memo = row_ok[ny, ng, pnext]
+                if memo >> 1 != t:
+                    memo = t << 1
+                    for py in range(ny, -1, -1):
+                        rb = row_budget[py]
+                        if rb >= 0 and t + vlb[ny - py + 1, ng, pnext] <= rb:
+                            memo |= 1
+                            break
+                    row_ok[ny, ng, pnext] = memo
+                if memo & 1 == 0:
                     continue
                 for d in range(1 if soft else 3):
                     sx, sh = _shift(fit_h, fit_v, r, x, ny, h, d)

@@ -10,6 +10,7 @@ from numba import njit
 
 import drmario as dm
 from drmario.engine import timing as T
+from drmario.engine import timing_kernels as TK
 
 # ---------------------------------------------------------------- the oracle: one frame, straight from the ROM
 
@@ -368,3 +369,34 @@ def test_cells_and_tuple_keys():
     move = next(iter(by_board))
     assert by_board[tuple(move)] == by_board[move]  # type: ignore[index]
     assert T.input_string(T.input_bits("LDA")) == "LDA" and T.input_bits("") == 0
+
+
+def test_compiled_frame_matches_the_oracle():
+    """`timing_kernels.frame` (the search's one frame, in the kit's conventions) equals the oracle's step."""
+    rng = np.random.default_rng(5)
+    for i in range(3000):
+        board = random_board(i, float(rng.uniform(0, 0.5)))
+        cells = board.cells
+        r, x, y = int(rng.integers(4)), int(rng.integers(8)), int(rng.integers(16))
+        if not TK.fits(*fit_masks(cells), r, x, y):
+            continue
+        v, odd = int(rng.integers(0, 8)), int(rng.integers(2))
+        g = int(rng.integers(0, v + 1))
+        direction, das, ab = int(rng.integers(3)), int(rng.integers(16)), int(rng.integers(4))
+        held = (0, L, R)[direction] | (A if ab & 1 else 0) | (B if ab & 2 else 0)
+        h = 0 if direction == 0 else (1 if direction == 1 else 17) + das
+        buttons = int(INPUTS[rng.integers(len(INPUTS))])
+        want = step(cells, v, x, y, -r & 3, g, das, held, odd, buttons)
+        got = TK.frame(*fit_masks(cells), v, odd, x, y, r, g, h, ab, buttons)
+        locked, wx, wy, wrot, wg, wdas, wheld, _ = want
+        assert got[:5] == (locked, wx, wy, -wrot & 3, wg)
+        if not locked:
+            d = 1 if buttons & L else (2 if buttons & R else 0)
+            assert got[5] == (0 if d == 0 else (1 if d == 1 else 17) + wdas)
+            assert got[6] == (1 if buttons & A else 0) | (2 if buttons & B else 0)
+
+
+def fit_masks(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    fit_h, fit_v = np.empty(16, np.int64), np.empty(16, np.int64)
+    TK.fit_masks(cells, fit_h, fit_v)
+    return fit_h, fit_v

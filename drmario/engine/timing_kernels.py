@@ -7,16 +7,21 @@ bottom), a pose ``(r, x, y)`` is flattened to ``r * 128 + x * 16 + y`` (the layo
 
 The search is a breadth-first search over frames of the state after each frame: pose, gravity
 counter ``g`` (0..v), held direction with its DAS counter (``h``: 0 none, 1 + das Left,
-17 + das Right), A/B held (``ab``), and the frame counter's parity. Three exact reductions keep it
-small: Down+Left is Left and Down on an even frame is nothing (Down only acts alone on odd frames);
-DAS is not kept while no direction is held (the next press resets it); and holding A or B past the
-press frame is never tried, nor is a state kept that only differs from a visited one by more held
-rotation buttons (releasing them loses nothing). What makes it fast is a bound on the frames each
-pose can still need (`_vertical_bounds` and a relaxed pose graph, `_relaxed_successors`): a state
-is kept only while some pose not yet placed can still be reached within its budget. Pass 1 gives
-each pose a budget just above its lower bound; a pose found within it is final. Pass 2 (only when
-some pose is left) searches again for the rest with unlimited budgets (or one frame less than a
-slower path pass 1 found), which makes the result exact: every pose's ``frames`` is the minimum.
+17 + das Right), A/B held (``ab``), and the frame counter's parity. Exact reductions keep it small:
+Down+Left is Left and Down on an even frame is nothing (Down only acts alone on odd frames); DAS is
+not kept while no direction is held (the next press resets it), nor while it cannot reach 16 in the
+frames left; Left held at the left wall is nothing held; a direction held before a frame on which
+only a soft drop keeps any wanted pose in time is let go; and holding A or B past the press frame is
+never tried, nor is a state kept that only differs from a visited one by more held rotation buttons
+(releasing them loses nothing).
+
+What makes it fast is a lower bound on the frames each pose can still need (`_vertical_bounds`, a
+relaxed pose graph `_relaxed_graph`, `_lower_bounds`): a state is kept only while some pose not yet
+placed can still be reached within its budget. The first pass gives each pose its lower bound from
+the spawn as the budget; a pose found within its budget is final (every faster path was kept).
+Later passes search again for the rest with larger budgets (`PASS_SLACK`), capped at one frame
+less than a path already found, and the last with none, which makes the result exact: every pose's
+frames is the minimum, and a pose no pass finds is unreachable.
 """
 
 from __future__ import annotations
@@ -381,9 +386,13 @@ def _search(fit_h, fit_v, v, parity, same, vlb, succ, nsucc, target, budget, vis
                     row_ok[ny, ng, pnext] = memo
                 if memo & 1 == 0:
                     continue
+                ahead = -1  # whether gravity on frame t + 1 can stay in time (worked out when needed)
+                # ... or before gravity must have locked the pill: a drop attempt at least every v + 1
+                # frames, ny + 1 of them at most
+                floor = max(das_floor, 16 - ((v + 1 - ng) + ny * (v + 1) - 1))
                 for d in range(1 if soft else 3):
                     sx, sh = _shift(fit_h, fit_v, r, x, ny, h, d)
-                    if sh != 0 and (sh - 1) & 15 < das_floor:
+                    if sh != 0 and (sh - 1) & 15 < floor:
                         sh = 1 if sh <= 16 else 17
                     dbits = BTN_D if soft else (0 if d == 0 else (BTN_L if d == 1 else BTN_R))
                     for rot in range(4):
@@ -397,7 +406,23 @@ def _search(fit_h, fit_v, v, parity, same, vlb, succ, nsucc, target, budget, vis
                         q = nr * 128 + nx * 16 + ny
                         if t > deadline[q]:
                             continue
-                        dn = _dense(q, ng, sh, rot, pnext, G)
+                        nh = sh
+                        if 0 < nh <= 16 and nx == 0:
+                            nh = 0  # Left held at the left wall does nothing a free hand could not
+                        if nh != 0 and pnext:
+                            # If gravity on the next frame cannot stay in time, only Down alone is any
+                            # use then: the direction held now is let go whatever it is.
+                            if ahead < 0:
+                                ay, ag = (ny - 1, 0) if ng + 1 > v else (ny, ng + 1)
+                                ahead = 1 if ay < 0 else 0
+                                for py in range(ay, -1, -1):
+                                    rb = row_budget[py]
+                                    if rb >= 0 and t + 1 + vlb[ay - py + 1, ag, 0] <= rb:
+                                        ahead = 1
+                                        break
+                            if ahead == 0:
+                                nh = 0
+                        dn = _dense(q, ng, nh, rot, pnext, G)
                         word, bit = dn >> 6, np.uint64(1) << np.uint64(dn & 63)
                         if visited[word] & bit:
                             continue
@@ -408,7 +433,7 @@ def _search(fit_h, fit_v, v, parity, same, vlb, succ, nsucc, target, budget, vis
                                 visited[dm >> 6] |= np.uint64(1) << np.uint64(dm & 63)
                         if tail == queue.shape[0]:
                             queue = _grown(queue)
-                        queue[tail, 0] = q | ng << 9 | sh << 16 | rot << 22 | pnext << 24
+                        queue[tail, 0] = q | ng << 9 | nh << 16 | rot << 22 | pnext << 24
                         queue[tail, 1] = head
                         queue[tail, 2] = dbits | (BTN_A if rot & 1 else 0) | (BTN_B if rot & 2 else 0)
                         tail += 1

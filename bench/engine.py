@@ -1,10 +1,12 @@
-"""Engine throughput on one core: legal-placement enumeration, place-and-resolve, random play and
-level generation. Run: `python bench/engine.py` (or `make bench`)."""
+"""Engine throughput on one core: legal-placement enumeration, place-and-resolve, random play,
+level generation and the frame-exact placement search per spawn. Run: `python bench/engine.py`
+(or `make bench`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
@@ -14,6 +16,7 @@ from numba import njit  # noqa: E402
 
 import drmario as dm  # noqa: E402
 from drmario.engine import kernels as K  # noqa: E402
+from drmario.engine import timing_kernels as TK  # noqa: E402
 from drmario.search.heuristics import greedy_move  # noqa: E402
 from drmario.search.playouts import RANDOM, rollout  # noqa: E402
 
@@ -90,6 +93,66 @@ def generate_levels(seeds, level):
     return seeds.shape[0]
 
 
+@njit(cache=True)
+def reach_all(boards, pills, parities, v, work):
+    """The frame-exact search (`timing_kernels.reachable_into`) for each board. Returns the moves found."""
+    mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
+    frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
+    total = 0
+    for i in range(boards.shape[0]):
+        total += TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], v, parities[i], mask, frames, work)
+    return total
+
+
+def reach_figures(boards: np.ndarray, pills: np.ndarray) -> dict:
+    """ms per spawn of the frame-exact search on one core: empty board and mid-game boards at LOW (15),
+    HI (31) and the slowest speed index of a sweep over all 81; and the timing-free moves it cannot reach.
+
+    Each spawn is timed alone, several times, and its fastest run kept (the machine is shared: the
+    fastest run is the least disturbed); a figure is the mean of those over the spawns."""
+    work = TK.new_workspace()
+    parities = np.arange(len(boards), dtype=np.int64) % 2  # half the spawns with a soft drop on frame 1
+    empty = np.zeros((2, K.WIDTH, K.HEIGHT), np.uint8)
+    cases = {
+        "empty": (empty, np.array([[1, 3], [1, 3]], np.uint8), np.arange(2, dtype=np.int64)),
+        "midgame": (boards, pills, parities),
+    }
+
+    def ms(case: str, index: int, runs: int, first: int | None = None) -> float:
+        b, p, par = (a[:first] for a in cases[case])
+        v = int(TK.SPEED_COUNTER[index])
+        reach_all(b[:1], p[:1], par[:1], v, work)  # compile, warm up
+        fastest = np.full(len(b), np.inf)
+        for _ in range(runs):
+            for i in range(len(b)):
+                start = time.perf_counter()
+                reach_all(b[i : i + 1], p[i : i + 1], par[i : i + 1], v, work)
+                fastest[i] = min(fastest[i], time.perf_counter() - start)
+        return 1000 * float(fastest.mean())
+
+    figures: dict = {}
+    for case, runs in (("empty", 50), ("midgame", 5)):
+        for name, index in (("low", 15), ("hi", 31)):
+            figures[f"reach_ms_per_spawn_{case}_{name}"] = ms(case, index, runs)
+        sweep = [ms(case, i, 3, first=100) for i in range(TK.MAX_SPEED_INDEX + 1)]
+        worst = int(np.argmax(sweep))
+        figures[f"reach_ms_per_spawn_{case}_worst"] = ms(case, worst, runs)
+        figures[f"reach_worst_speed_index_{case}"] = worst
+    mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
+    frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
+    legal_mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
+    for name, index in (("low", 15), ("hi", 31), ("index80", 80)):
+        v = int(TK.SPEED_COUNTER[index])
+        legal = unreachable = 0
+        for i in range(len(boards)):
+            TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], v, parities[i], mask, frames, work)
+            K.legal_mask_into(boards[i], pills[i, 0], pills[i, 1], legal_mask)
+            legal += int(legal_mask.sum())
+            unreachable += int((legal_mask & ~mask).sum())
+        figures[f"reach_unreachable_legal_midgame_{name}"] = f"{unreachable}/{legal}"
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--boards", type=int, default=500, help="mid-game level-20 boards")
@@ -129,6 +192,7 @@ def main() -> None:
         "levels_per_s_python_api": rate(lambda: sum(1 for s in level_seeds[:200] if dm.new_level(int(s), 20)), t),
         "mean_legal_moves_midgame": float(enumerate_all(boards, pills) / len(boards)),
         "mean_viruses_midgame": float(np.mean([b.virus_count for b in py_boards])),
+        **reach_figures(boards, pills),
     }
     report(
         "engine",
@@ -140,12 +204,19 @@ def main() -> None:
             "random_play_pills": "level first pill, then i.i.d. uniform",
             "stall_limit": 20,
             "threads": 1,
+            "reach": "ms per spawn of timing_kernels.reachable_into (moves, fewest frames) on one core, "
+            "each spawn's fastest of 50 (empty) or 5 (mid-game) runs, averaged; parity alternating 0/1; "
+            "reference: drmc-rl's C planner, 0.21 ms empty and 0.58 ms mid-game (targets: 2x); worst = "
+            "the slowest of a sweep over speed indices 0-80 (3 runs, the first 100 mid-game boards); "
+            "unreachable legal counts planes r and r + 2 of same-colour pills separately",
         },
         figures,
         targets={
             "legal_enumerations_per_s": 100_000,
             "place_and_resolve_per_s": 200_000,
             "random_play_pills_per_s": 50_000,
+            "reach_ms_per_spawn_empty_low": 0.42,
+            "reach_ms_per_spawn_midgame_low": 1.16,
         },
     )
 

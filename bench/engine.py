@@ -94,13 +94,13 @@ def generate_levels(seeds, level):
 
 
 @njit(cache=True)
-def reach_all(boards, pills, parities, v, work):
+def reach_all(boards, pills, parities, speed, work):
     """The frame-exact search (`timing_kernels.reachable_into`) for each board. Returns the moves found."""
     mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
     total = 0
     for i in range(boards.shape[0]):
-        total += TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], v, parities[i], mask, frames, work)
+        total += TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], speed, parities[i], mask, frames, work)
     return total
 
 
@@ -120,13 +120,12 @@ def reach_figures(boards: np.ndarray, pills: np.ndarray) -> dict:
 
     def ms(case: str, index: int, runs: int, first: int | None = None) -> float:
         b, p, par = (a[:first] for a in cases[case])
-        v = int(TK.SPEED_COUNTER[index])
-        reach_all(b[:1], p[:1], par[:1], v, work)  # compile, warm up
+        reach_all(b[:1], p[:1], par[:1], index, work)  # compile, warm up
         fastest = np.full(len(b), np.inf)
         for _ in range(runs):
             for i in range(len(b)):
                 start = time.perf_counter()
-                reach_all(b[i : i + 1], p[i : i + 1], par[i : i + 1], v, work)
+                reach_all(b[i : i + 1], p[i : i + 1], par[i : i + 1], index, work)
                 fastest[i] = min(fastest[i], time.perf_counter() - start)
         return 1000 * float(fastest.mean())
 
@@ -142,10 +141,9 @@ def reach_figures(boards: np.ndarray, pills: np.ndarray) -> dict:
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
     legal_mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     for name, index in (("low", 15), ("hi", 31), ("index80", 80)):
-        v = int(TK.SPEED_COUNTER[index])
         legal = unreachable = 0
         for i in range(len(boards)):
-            TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], v, parities[i], mask, frames, work)
+            TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], index, parities[i], mask, frames, work)
             K.legal_mask_into(boards[i], pills[i, 0], pills[i, 1], legal_mask)
             legal += int(legal_mask.sum())
             unreachable += int((legal_mask & ~mask).sum())

@@ -400,3 +400,17 @@ def fit_masks(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     fit_h, fit_v = np.empty(16, np.int64), np.empty(16, np.int64)
     TK.fit_masks(cells, fit_h, fit_v)
     return fit_h, fit_v
+
+
+def test_batch_kernel():
+    rng = np.random.default_rng(3)
+    boards = np.stack([random_board(i, 0.3).cells for i in range(12)])
+    pills = np.array([[1 + i % 3, 1 + i // 3 % 3] for i in range(12)], np.uint8)
+    speeds, parities = rng.integers(0, 81, 12), rng.integers(0, 2, 12)
+    masks = np.empty((12, 4, 8, 16), np.uint8)
+    frames = np.empty((12, 4, 8, 16), np.int32)
+    TK.reachable_masks_batch(boards, pills, speeds, parities, masks, frames, TK.new_workspace())
+    for i in range(12):
+        pill = dm.Pill(dm.Colour(pills[i, 0]), dm.Colour(pills[i, 1]))
+        mask, fast = T.reachable_mask(boards[i], pill, int(speeds[i]), int(parities[i]))
+        assert np.array_equal(masks[i], mask) and np.array_equal(frames[i], fast)

@@ -148,10 +148,8 @@ def reachable_mask(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`reachable` as arrays: bool[4, 8, 16] [r, x, y] and the fewest frames int32[4, 8, 16] (0 where
     unreachable); for a same-colour pill the planes r and r + 2 are equal, as in `legal_mask`."""
-    cells = _cells(board)
-    pill = as_pill(pill)
-    v = int(SPEED_COUNTER[_speed(speed_index)])
+    cells, pill, speed = _cells(board), as_pill(pill), _speed(speed_index)
     mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
-    TK.reachable_into(cells, int(pill.left), int(pill.right), v, _parity(parity), mask, frames, _work())
+    TK.reachable_into(cells, int(pill.left), int(pill.right), speed, _parity(parity), mask, frames, _work())
     return mask.view(np.bool_), frames

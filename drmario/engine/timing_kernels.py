@@ -516,13 +516,14 @@ def inputs_of(best, pose, queue, out):
 
 
 @njit(cache=True)
-def reachable_into(cells, left, right, v, parity, mask, frames, work):
+def reachable_into(cells, left, right, speed_index, parity, mask, frames, work):
     """Frame-exact counterpart of `kernels.legal_mask_into`: mask uint8[4, 8, 16] = 1 at each lock pose
     some input sequence reaches, frames int32[4, 8, 16] = its fewest frames (0 elsewhere). For a
-    same-colour pill the planes r and r + 2 are equal (the faster of the two). v: speedCounterTable
-    value (`SPEED_COUNTER[speed_index]`); work: `new_workspace()`. Returns the number of poses marked."""
+    same-colour pill the planes r and r + 2 are equal (the faster of the two). speed_index: 0..80
+    (not checked here); parity: the frame counter's parity on the first frame; work:
+    `new_workspace()`. Returns the number of poses marked."""
     best = np.empty((N_POSES, 3), np.int32)
-    plan(cells, v, parity, left == right, work, best)
+    plan(cells, SPEED_COUNTER[speed_index], parity, left == right, work, best)
     n = 0
     for r in range(4):
         for x in range(WIDTH):
@@ -538,3 +539,11 @@ def reachable_into(cells, left, right, v, parity, mask, frames, work):
                     mask[r, x, y] = 0
                     frames[r, x, y] = 0
     return n
+
+
+@njit(cache=True)
+def reachable_masks_batch(boards, pills, speed_indices, parities, masks, frames, work):
+    """Batch form of `reachable_into`: boards uint8[N, 8, 16], pills uint8[N, 2], speed_indices and
+    parities int[N] -> masks uint8[N, 4, 8, 16], frames int32[N, 4, 8, 16]."""
+    for i in range(boards.shape[0]):
+        reachable_into(boards[i], pills[i, 0], pills[i, 1], speed_indices[i], parities[i], masks[i], frames[i], work)

@@ -18,7 +18,7 @@ import drmario as dm  # noqa: E402
 from drmario.engine import kernels as K  # noqa: E402
 from drmario.engine import timing_kernels as TK  # noqa: E402
 from drmario.search.heuristics import greedy_move  # noqa: E402
-from drmario.search.playouts import RANDOM, rollout  # noqa: E402
+from drmario.search.playouts import new_scratch, rollout, rollouts  # noqa: E402
 
 
 def midgame_boards(count: int, level: int = 20, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -64,20 +64,15 @@ def place_all(boards, pills, chosen):
 
 
 @njit(cache=True)
-def random_games(starts, first_pills, state, stall_limit):
+def random_games(starts, first_pills, state, how):
     """Random play to the end of each game with the search's rollout (uniform i.i.d. pills after
-    the level's first one). Returns the pills placed."""
-    moves = np.empty((K.MAX_MOVES, 3), np.int8)
-    scores = np.empty(K.MAX_MOVES)
-    cdf = np.cumsum(np.full(9, 1 / 9))
-    weights = np.zeros(1)  # (the expert's, unused by random rollouts)
+    the level's first one; `how`: the rollouts' settings). Returns the pills placed."""
+    scratch = new_scratch()
     pills_used = 0
     for i in range(starts.shape[0]):
         board = starts[i].copy()
         left = K.count_viruses(board)
-        _, _, used = rollout(
-            board, first_pills[i], left, 0, stall_limit, 1 << 30, RANDOM, weights, cdf, state, moves, scores
-        )
+        _, _, used = rollout(board, first_pills[i], -1, left, 0, how, state, scratch)
         pills_used += used
     return pills_used
 
@@ -174,6 +169,7 @@ def main() -> None:
     starts = np.stack([lv.board.cells for lv in levels])
     first_pills = np.array([lv.pills[0].number for lv in levels], np.int64)
     state = np.array([12345], np.uint64)
+    how = rollouts("random", None, 20, np.full(9, 1 / 9))
     level_seeds = rng.integers(2, 0x10000, 1000).astype(np.int64)
     t = args.seconds
     figures = {
@@ -185,7 +181,7 @@ def main() -> None:
         "place_and_resolve_per_s_python_api": rate(
             lambda: sum(1 for b, p, m in zip(py_boards, py_pills, py_moves) if dm.place(b, p, m)), t
         ),
-        "random_play_pills_per_s": rate(lambda: random_games(starts, first_pills, state, 20), t),
+        "random_play_pills_per_s": rate(lambda: random_games(starts, first_pills, state, how), t),
         "levels_per_s": rate(lambda: generate_levels(level_seeds, 20), t),
         "levels_per_s_python_api": rate(lambda: sum(1 for s in level_seeds[:200] if dm.new_level(int(s), 20)), t),
         "mean_legal_moves_midgame": float(enumerate_all(boards, pills) / len(boards)),

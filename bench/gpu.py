@@ -28,13 +28,14 @@ import torch
 from common import report
 from net import bf16_peak, synthetic_examples
 
-from drmario.learn.net import DrMarioNet, NetConfig, flops_per_position, save_net
+from drmario.learn.checkpoint import save_net
+from drmario.learn.net import DrMarioNet, NetConfig, flops_per_position
 from drmario.learn.train import TrainConfig, Trainer
 from drmario.play.agents import SearchAgent
 from drmario.play.inference import BatchedInference
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.selfplay import SelfPlayConfig, generate
-from drmario.search.searcher import SearchConfig
+from drmario.search import SearchConfig
 
 
 def inference_rate(net: DrMarioNet, device: str, batch: int, seconds: float) -> dict:
@@ -42,12 +43,13 @@ def inference_rate(net: DrMarioNet, device: str, batch: int, seconds: float) -> 
     rng = np.random.default_rng(0)
     cells = rng.choice(np.array([0, 1, 2, 3, 5, 6, 7, 17, 21], np.uint8), (batch, 8, 16))
     pills = rng.integers(1, 4, (batch, 2)).astype(np.uint8)
-    engine.evaluate(cells, pills)  # capture / warm up
+    previews = rng.integers(1, 4, (batch, 2)).astype(np.uint8)
+    engine.evaluate(cells, pills, previews)  # capture / warm up
     engine.stats.reset()
     done, start = 0, time.perf_counter()
-    pending = [engine.submit(cells, pills)]
+    pending = [engine.submit(cells, pills, previews)]
     while time.perf_counter() - start < seconds:
-        pending.append(engine.submit(cells, pills))
+        pending.append(engine.submit(cells, pills, previews))
         engine.wait(pending.pop(0))
         done += batch
     engine.wait(pending.pop(0))

@@ -28,14 +28,15 @@ import torch
 from common import report
 
 from drmario.engine import kernels as K
+from drmario.learn.checkpoint import load_net
 from drmario.learn.dataset import ExampleSet, augment_colours, load_examples
-from drmario.learn.net import NetConfig, Player, load_net
+from drmario.learn.net import NetConfig
+from drmario.learn.player import Player
 from drmario.learn.train import TrainConfig, move_agreement, train
 from drmario.play.agents import GreedyAgent, PolicyAgent, SearchAgent
 from drmario.play.arena import EvalConfig, arena
 from drmario.play.selfplay import SelfPlayConfig, generate, read_records
-from drmario.search import expert
-from drmario.search.searcher import SearchConfig
+from drmario.search import ExpertSettings, SearchConfig, expert
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADS = {
@@ -56,7 +57,7 @@ def teacher_data(
         seed=seed,
         stall_limit=None,
         max_pills=1000,
-        search=SearchConfig(mode="expert", expert_temperature=temperature, use_preview=preview),
+        search=SearchConfig(mode="expert", expert=ExpertSettings(temperature=temperature, depth=2 if preview else 1)),
         games_per_shard=64,
     )
     try:
@@ -81,9 +82,11 @@ def near_best_agreement(player: Player, records: list, tolerances: tuple[float, 
             continue
         cells = np.stack([g.board.cells for g, _, _ in steps])
         pills = np.array([(g.pill.left, g.pill.right) for g, _, _ in steps], np.uint8)
+        previews = np.array([(g.next_pill.left, g.next_pill.right) for g, _, _ in steps], np.uint8)
         legal = np.zeros((len(steps), 4, K.WIDTH, K.HEIGHT), np.uint8)
         K.legal_masks_batch(cells, pills, legal)
-        chosen = player.evaluate(cells, pills, legal.astype(bool)).moves.reshape(len(steps), -1).argmax(axis=1)
+        moves_out = player.evaluate(cells, pills, previews, legal=legal.astype(bool)).moves
+        chosen = moves_out.reshape(len(steps), -1).argmax(axis=1)
         for i, (game, _, _) in enumerate(steps):
             a, b, pa, pb = (int(c) for c in (*game.pill, *game.next_pill))
             n = expert.expert_scores(game.board.cells, a, b, pa, pb, weights, moves, scores)
@@ -125,6 +128,9 @@ def train_head(name: str, net: NetConfig, data: ExampleSet, args: argparse.Names
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--heads", default=",".join(HEADS), help=f"some of {', '.join(HEADS)}")
+    parser.add_argument(
+        "--planes", default="24", help="input planes: 24 (with the preview), 18 (the design's), or both"
+    )
     parser.add_argument("--games", type=int, default=1500, help="expert games (train + held out)")
     parser.add_argument("--levels", default="0,2,4,6,8,10,12,14,16,18,20")
     parser.add_argument("--temperature", type=float, default=0.0, help="the expert target's temperature")
@@ -165,29 +171,33 @@ def main() -> None:
     figures: dict = {}
     for row in baselines.itertuples():
         figures[f"{row.agent} L{row.level} wins"] = f"{row.wins}/{row.games}"
-    for name in args.heads.split(","):
-        run = train_head(name, HEADS[name], train_set, args, tag)
-        player = Player(load_net(run["result"].checkpoint))
-        train_agree, train_ce = move_agreement(player, train_set)
-        test_agree, test_ce = move_agreement(player, test_set)
-        table, _ = arena([PolicyAgent(player, name=f"policy-{name}")], config=protocol, progress=False)
-        for tol, share in near_best_agreement(player, held_out, (0.0, 1.0, 10.0)).items():
-            figures[f"{name} held-out agreement within {tol:g} of the best"] = round(share, 4)
-        figures[f"{name} parameters"] = load_net(run["result"].checkpoint).num_parameters()
-        figures[f"{name} train agreement"] = round(train_agree, 4)
-        figures[f"{name} held-out agreement"] = round(test_agree, 4)
-        figures[f"{name} train cross-entropy"] = round(train_ce, 4)
-        figures[f"{name} held-out cross-entropy"] = round(test_ce, 4)
-        figures[f"{name} training samples/s"] = round(run["samples_per_s"], 1)
-        for row in table.itertuples():
-            figures[f"{name} policy L{row.level} wins"] = f"{row.wins}/{row.games}"
-        if args.small_games:
-            run = train_head(name, HEADS[name], small, args, f"{tag}-small")
+    plane_counts = [int(p) for p in args.planes.split(",")]
+    for head in args.heads.split(","):
+        for planes in plane_counts:
+            name = head if len(plane_counts) == 1 else f"{head}-{planes}planes"
+            net = HEADS[head].replace(planes=planes)
+            run = train_head(name, net, train_set, args, tag)
             player = Player(load_net(run["result"].checkpoint))
-            few = f"{name} ({args.small_games} games)"
-            figures[f"{few} train agreement"] = round(move_agreement(player, small)[0], 4)
-            figures[f"{few} held-out agreement"] = round(move_agreement(player, test_set)[0], 4)
-        print({k: v for k, v in figures.items() if k.startswith(name)})
+            train_agree, train_ce = move_agreement(player, train_set)
+            test_agree, test_ce = move_agreement(player, test_set)
+            table, _ = arena([PolicyAgent(player, name=f"policy-{name}")], config=protocol, progress=False)
+            for tol, share in near_best_agreement(player, held_out, (0.0, 1.0, 10.0)).items():
+                figures[f"{name} held-out agreement within {tol:g} of the best"] = round(share, 4)
+            figures[f"{name} parameters"] = load_net(run["result"].checkpoint).num_parameters()
+            figures[f"{name} train agreement"] = round(train_agree, 4)
+            figures[f"{name} held-out agreement"] = round(test_agree, 4)
+            figures[f"{name} train cross-entropy"] = round(train_ce, 4)
+            figures[f"{name} held-out cross-entropy"] = round(test_ce, 4)
+            figures[f"{name} training samples/s"] = round(run["samples_per_s"], 1)
+            for row in table.itertuples():
+                figures[f"{name} policy L{row.level} wins"] = f"{row.wins}/{row.games}"
+            if args.small_games:
+                run = train_head(name, net, small, args, f"{tag}-small")
+                player = Player(load_net(run["result"].checkpoint))
+                few = f"{name} ({args.small_games} games)"
+                figures[f"{few} train agreement"] = round(move_agreement(player, small)[0], 4)
+                figures[f"{few} held-out agreement"] = round(move_agreement(player, test_set)[0], 4)
+            print({k: v for k, v in figures.items() if k.startswith(name)})
     settings = {k: v for k, v in vars(args).items()} | {"examples": len(data), "train_games": len(games)}
     report(args.name, settings, figures)
 

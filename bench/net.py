@@ -23,7 +23,8 @@ from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE
 from drmario.learn.dataset import ExampleSet
 from drmario.learn.encode import planes_torch
-from drmario.learn.net import DrMarioNet, NetConfig, Player, flops_per_position
+from drmario.learn.net import DrMarioNet, NetConfig, flops_per_position
+from drmario.learn.player import Player
 from drmario.learn.train import TrainConfig, forward_backward, make_optimizer
 
 # Dense bf16 tensor-core peaks (FLOP/s, without sparsity), matched in order against the GPU's name.
@@ -112,7 +113,7 @@ def bench_size(
     dev = data.to_device(device)
     for b in batch_sizes:
         idx = torch.arange(b, device=device)
-        planes = planes_torch(dev.cells[idx], dev.pills[idx], player.dtype)
+        planes = planes_torch(dev.cells[idx], dev.pills[idx], dev.previews[idx], player.config.planes, player.dtype)
         if cuda:
             planes = planes.contiguous(memory_format=torch.channels_last)
         legal = data.legal()[:b]
@@ -121,7 +122,7 @@ def bench_size(
             player.forward(planes)
 
         def play(b=b, legal=legal):
-            player.evaluate(data.cells[:b], data.pills[:b], legal)
+            player.evaluate(data.cells[:b], data.pills[:b], data.previews[:b], legal=legal)
 
         def step(idx=idx):
             opt.zero_grad(set_to_none=True)

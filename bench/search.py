@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from common import report  # noqa: E402
 
 import drmario as dm  # noqa: E402
-from drmario.search.searcher import Position, SearchConfig, Searcher  # noqa: E402
+from drmario.search import Position, Round0Settings, SearchConfig  # noqa: E402
 
 
 def positions(count: int, seed: int = 0, levels=(5, 10, 15)) -> list[Position]:
@@ -40,30 +40,29 @@ def round0_rate(cfg: SearchConfig, count: int, seed: int) -> tuple[int, int, flo
     """(simulations, decisions, seconds) for `count` searches; simulations include the root
     placement evaluations (each a rollout)."""
     batch = positions(count, seed)
-    searcher = Searcher(cfg)
-    searcher.search(batch[:1], [0])  # compile / warm up
+    cfg.run(batch[:1], [0])  # compile / warm up
     start = time.perf_counter()
     sims = 0
     for i, pos in enumerate(batch):
-        [result] = searcher.search([pos], [i])
-        sims += cfg.simulations + cfg.root_rollouts * len(result.moves)
+        [result] = cfg.run([pos], [i])
+        sims += cfg.simulations + cfg.round0.root_rollouts * len(result.moves)
     return sims, count, time.perf_counter() - start
 
 
 def network_rate(net_cfg: dict, cfg: SearchConfig, games: int, device: str, decisions: int) -> dict:
     """Round N: `games` lockstep searches at once, `decisions` rounds of them."""
-    from drmario.learn.net import DrMarioNet, NetConfig, Player
+    from drmario.learn.net import DrMarioNet, NetConfig
+    from drmario.learn.player import Player
 
     torch.manual_seed(0)
     player = Player.from_module(DrMarioNet(NetConfig(**net_cfg)), device)
     timed = TimedEvaluator(player)
-    searcher = Searcher(cfg, timed, games=games)
     batch = positions(games * decisions, seed=1)
-    searcher.search(batch[:games], list(range(games)))  # warm up
+    cfg.run(batch[:games], list(range(games)), timed)  # warm up
     timed.seconds = 0.0
     start = time.perf_counter()
     for k in range(decisions):
-        searcher.search(batch[k * games : (k + 1) * games], list(range(games)))
+        cfg.run(batch[k * games : (k + 1) * games], list(range(games)), timed)
     elapsed = time.perf_counter() - start
     sims = games * decisions * cfg.simulations
     return {
@@ -78,9 +77,9 @@ class TimedEvaluator:
     def __init__(self, player) -> None:
         self.player, self.seconds, self.calls, self.positions = player, 0.0, 0, 0
 
-    def evaluate(self, cells, pills):
+    def evaluate(self, cells, pills, previews):
         start = time.perf_counter()
-        out = self.player.evaluate(cells, pills)
+        out = self.player.evaluate(cells, pills, previews)
         if self.player.device.type == "cuda":
             torch.cuda.synchronize()
         self.seconds += time.perf_counter() - start
@@ -96,7 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    r0 = SearchConfig(simulations=args.simulations, root_rollouts=1)
+    r0 = SearchConfig(mode="round0", simulations=args.simulations, round0=Round0Settings(root_rollouts=1))
     figures: dict = {}
     sims, decisions, seconds = round0_rate(r0, args.searches, 0)
     figures["round0_1worker_simulations_per_s"] = sims / seconds

@@ -19,7 +19,7 @@ from drmario.play.arena import (
 )
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.selfplay import SelfPlayConfig
-from drmario.search.searcher import Position, RolloutEvaluator, SearchConfig
+from drmario.search import Position, RolloutEvaluator, Round0Settings, SearchConfig
 
 
 def test_evaluation_games_are_fixed(tmp_path):
@@ -38,7 +38,7 @@ def test_evaluation_games_are_fixed(tmp_path):
     [
         RandomAgent(),
         GreedyAgent(),
-        SearchAgent(SearchConfig(simulations=8, root_rollouts=1)),
+        SearchAgent(SearchConfig(mode="round0", simulations=8, round0=Round0Settings(root_rollouts=1))),
         SearchAgent(SearchConfig(mode="gumbel", simulations=8), RolloutEvaluator(seed=2)),
         PolicyAgent(RolloutEvaluator(seed=3)),
     ],
@@ -110,7 +110,7 @@ def test_a_game_at_the_pill_cap_is_a_failure():
 
 def test_policy_agent_plays_the_most_probable_legal_move():
     class Fixed:
-        def evaluate(self, cells, pills):
+        def evaluate(self, cells, pills, previews):
             moves = np.zeros((len(cells), 4, 8, 16), np.float32)
             moves[:, 0, 0, 15] = 0.9  # illegal on a board whose bottom is free: ignored
             moves[:, 2, 5, 0] = 0.1
@@ -123,7 +123,8 @@ def test_policy_agent_plays_the_most_probable_legal_move():
 
 
 def test_agents_from_specs(tmp_path):
-    from drmario.learn.net import DrMarioNet, NetConfig, save_net
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
     from drmario.run.agents import agent_name, make_agent, make_agents
 
     ckpt = str(save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt"))
@@ -131,7 +132,7 @@ def test_agents_from_specs(tmp_path):
     assert names == ["random", "greedy", "mcts-40", "mcts-greedy-100", "policy"]
     agent = make_agent("net-mcts-12", network=ckpt)
     assert agent.name == "net-mcts-12" == agent_name(f"net-mcts-12@{ckpt}")
-    assert agent.config.simulations == 12 and agent.config.mode == "puct" and agent.config.dirichlet_fraction == 0
+    assert agent.config.simulations == 12 and agent.config.mode == "puct" and agent.config.puct.dirichlet_fraction == 0
     policy, search = make_agents(["policy", "net-gumbel-8"], network=ckpt)
     assert policy.evaluator is search.evaluator and search.config.mode == "gumbel"  # one network loaded
     for bad in ["alphazero", "greedy-5", "mcts-0", "policy"]:

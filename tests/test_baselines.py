@@ -16,7 +16,7 @@ from drmario.baselines.td import td_search, td_update
 from drmario.engine import kernels as K
 from drmario.engine.rules import move_index
 from drmario.files import MetricsCSV, append_csv
-from drmario.learn.net import CheckpointError
+from drmario.learn.checkpoint import CheckpointError
 from drmario.play.agents import RandomAgent
 from drmario.play.arena import arena, evaluation_games
 from drmario.play.lockstep import GameSpec, play_lockstep

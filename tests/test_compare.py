@@ -210,7 +210,8 @@ def test_rounds_table_names_agents_by_spec_and_baselines_round_minus_one(runs):
 
 
 def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
-    from drmario.learn.net import DrMarioNet, NetConfig, load_net, save_net
+    from drmario.learn.checkpoint import load_net, save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
     from drmario.run import export
 
     run = runs[0]

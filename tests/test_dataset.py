@@ -234,7 +234,8 @@ def test_device_batch_matches_numpy(folder):
     dev = es.to_device("cpu")
     idx = np.random.default_rng(0).choice(len(es), 37, replace=False)
     batch = dev.batch(torch.from_numpy(idx))
-    assert np.array_equal(batch.planes.numpy(), planes(es.cells[idx], es.pills[idx]))
+    assert (es.previews[idx] > 0).all()  # the kit writes the preview
+    assert np.array_equal(batch.planes.numpy(), planes(es.cells[idx], es.pills[idx], es.previews[idx]))
     assert np.array_equal(batch.moves.numpy(), es.dense_moves()[idx])
     assert np.array_equal(batch.legal.numpy(), es.legal()[idx])
     assert batch.won.tolist() == es.won[idx].tolist() and batch.duration.tolist() == es.duration[idx].tolist()

@@ -11,6 +11,7 @@ import drmario as dm
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, move_index, symmetrize
 from drmario.learn.encode import (
+    DESIGN_PLANES,
     N_PLANES,
     _planes_gather,
     dense_moves,
@@ -61,25 +62,38 @@ def test_hand_built_board_sets_exactly_the_expected_planes():
     # the board survives its text form, so the cells are what the letters say
     assert dm.Board.from_string(board.to_string()) == board
     assert board[3, 0] == "r" and board[4, 0] == "w" and board[6, 0] == "i" and board[6, 1] == "o"
-    x = encode(board, pill)
-    assert x.shape == (N_PLANES, 8, 16) and x.dtype == np.float32
-    want = np.zeros((18, 8, 16), np.float32)
+    x = encode(board, pill, dm.Pill.from_string("rv"))  # preview yellow|yellow
+    assert x.shape == (N_PLANES, 8, 16) == (24, 8, 16) and x.dtype == np.float32
+    want = np.zeros((24, 8, 16), np.float32)
     for channel, cells in expected.items():
         for cx, cy in cells:
             want[channel, cx, cy] = 1
     want[12 + 2] = 1  # left colour blue
     want[15 + 0] = 1  # right colour red
+    want[18 + 1] = want[21 + 1] = 1  # the preview: yellow, yellow
     assert np.array_equal(x, want)
     assert x[:12].sum() == sum(len(v) for v in expected.values())  # one plane per occupied cell
+    design = encode(board, pill, dm.Pill.from_string("rv"), n_planes=DESIGN_PLANES)  # the design's 18: no preview
+    assert design.shape == (18, 8, 16) and np.array_equal(design, want[:18])
+    assert encode(board, pill)[18:].sum() == 0  # an unknown preview leaves its planes at zero
 
 
-def test_pill_planes_for_every_pill():
+def test_pill_and_preview_planes_for_every_pair():
     for pill in dm.ALL_PILLS:
-        x = encode(dm.Board.empty(), pill)
-        assert x[:12].sum() == 0
-        assert [int(x[12 + c, 0, 0]) for c in range(3)] == [int(pill.left == c + 1) for c in range(3)]
-        assert [int(x[15 + c, 5, 9]) for c in range(3)] == [int(pill.right == c + 1) for c in range(3)]
-        assert x[12:].sum() == 2 * 128
+        for preview in dm.ALL_PILLS:
+            x = encode(dm.Board.empty(), pill, preview)
+            assert x[:12].sum() == 0
+            for first, colours in ((12, pill), (18, preview)):
+                assert [int(x[first + c, 0, 0]) for c in range(3)] == [int(colours.left == c + 1) for c in range(3)]
+                assert [int(x[first + 3 + c, 5, 9]) for c in range(3)] == [
+                    int(colours.right == c + 1) for c in range(3)
+                ]
+            assert x[12:].sum() == 4 * 128
+
+
+def test_a_bad_plane_count_is_refused():
+    with pytest.raises(ValueError, match="n_planes must be 18"):
+        encode(dm.Board.empty(), dm.ALL_PILLS[0], n_planes=20)
 
 
 @settings(max_examples=40, deadline=None)
@@ -87,21 +101,26 @@ def test_pill_planes_for_every_pill():
 def test_numpy_and_torch_planes_agree(seed, fill, pill_list):
     boards = np.stack([random_board(seed + i, fill).cells for i in range(len(pill_list))])
     pill_array = np.array([(p.left, p.right) for p in pill_list], np.uint8)
-    x = planes(boards, pill_array)
-    assert x.shape == (len(pill_list), 18, 8, 16)
-    for i, p in enumerate(pill_list):
-        assert np.array_equal(x[i], encode(dm.Board(boards[i]), p))
-    t = planes_torch(torch.from_numpy(boards), torch.from_numpy(pill_array))
-    assert t.dtype == torch.float32 and np.array_equal(t.numpy(), x)
-    half = planes_torch(torch.from_numpy(boards), torch.from_numpy(pill_array), torch.bfloat16)
-    assert half.dtype == torch.bfloat16 and np.array_equal(half.float().numpy(), x)
-    # the gather used on GPUs, run here on the CPU
-    for dtype in (torch.float32, torch.bfloat16):
-        g = _planes_gather(torch.from_numpy(boards), torch.from_numpy(pill_array), dtype)
-        assert g.dtype == dtype and np.array_equal(g.float().numpy(), x)
-    if torch.cuda.is_available():
-        c = planes_torch(torch.from_numpy(boards).cuda(), torch.from_numpy(pill_array).cuda())
-        assert c.is_cuda and np.array_equal(c.cpu().numpy(), x)
+    previews = np.roll(pill_array, 1, axis=0)
+    previews[0] = 0  # one unknown preview
+    for n_planes in (DESIGN_PLANES, N_PLANES):
+        x = planes(boards, pill_array, previews, n_planes)
+        assert x.shape == (len(pill_list), n_planes, 8, 16)
+        for i, p in enumerate(pill_list):
+            preview = None if i == 0 else dm.Pill(*map(dm.Colour, previews[i]))
+            assert np.array_equal(x[i], encode(dm.Board(boards[i]), p, preview, n_planes))
+        tensors = (torch.from_numpy(boards), torch.from_numpy(pill_array), torch.from_numpy(previews))
+        t = planes_torch(*tensors, n_planes)
+        assert t.dtype == torch.float32 and np.array_equal(t.numpy(), x)
+        half = planes_torch(*tensors, n_planes, torch.bfloat16)
+        assert half.dtype == torch.bfloat16 and np.array_equal(half.float().numpy(), x)
+        # the gather used on GPUs, run here on the CPU
+        for dtype in (torch.float32, torch.bfloat16):
+            g = _planes_gather(*tensors, n_planes, dtype)
+            assert g.dtype == dtype and np.array_equal(g.float().numpy(), x)
+        if torch.cuda.is_available():
+            c = planes_torch(*(a.cuda() for a in tensors), n_planes)
+            assert c.is_cuda and np.array_equal(c.cpu().numpy(), x)
 
 
 def test_planes_keep_leading_dimensions():
@@ -109,7 +128,7 @@ def test_planes_keep_leading_dimensions():
     boards[1, 2, 4, 4] = K.VIRUS << 2 | K.BLUE
     pill_array = np.full((2, 3, 2), K.YELLOW, np.uint8)
     x = planes(boards, pill_array, dtype=np.uint8)
-    assert x.shape == (2, 3, 18, 8, 16) and x.dtype == np.uint8
+    assert x.shape == (2, 3, 24, 8, 16) and x.dtype == np.uint8
     assert x[1, 2, 2, 4, 4] == 1 and x[..., :12, :, :].sum() == 1
     assert (x[..., 13, :, :] == 1).all() and (x[..., 16, :, :] == 1).all()
 

@@ -118,13 +118,25 @@ def test_game_examples_errors():
 def test_json_round_trip(all_examples):
     for ex in all_examples:
         obj = ex.to_json()
-        assert len(obj) == 6 and obj[1] == ex.pill.to_string() and len(obj[0]) == 128
+        assert len(obj) == 7 and obj[1] == ex.pill.to_string() and len(obj[0]) == 128
+        assert obj[6] == ex.preview.to_string()  # the kit writes the preview as a seventh element
         back = Example.from_json(json.loads(json.dumps(obj)))
-        assert back.board == ex.board and back.pill == ex.pill
+        assert back.board == ex.board and back.pill == ex.pill and back.preview == ex.preview
         assert (back.won, back.cleared, back.duration) == (ex.won, ex.cleared, ex.duration)
         assert np.abs(back.moves - ex.moves).max() <= 6e-7
         assert back.to_json() == obj
         assert Example.from_json(ex.to_line()).to_json() == obj
+
+
+def test_the_design_notes_six_element_form_still_reads(all_examples):
+    ex = all_examples[3]
+    row = ex.to_json()[:6]
+    back = Example.from_json(row)
+    assert back.preview is None and back.to_json() == row
+    assert back.planes()[18:].sum() == 0 and ex.planes()[18:].sum() == 2 * 128  # unknown: preview planes off
+    assert np.array_equal(back.planes()[:18], ex.planes()[:18])
+    with pytest.raises(ExampleError, match="preview: pill 'xx'"):
+        Example.from_json([*row, "xx"])
 
 
 def test_design_note_example_on_an_empty_board():
@@ -146,7 +158,7 @@ def broken(row, kind):
     board = dm.Board.from_string(row[0])
     moves = row[5]
     if kind == "arity":
-        return row[:5], "expected an array of 6"
+        return row[:5], "expected an array of 6 or 7"
     if kind == "bad board":
         return [row[0][:20] + "h" + row[0][21:], *row[1:]], r"board: invalid letter 'h' at position 20 \(x=4, y=13\)"
     if kind == "short board":

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from drmario.learn.checkpoint import load_net
 from drmario.learn.dataset import augment_colours, load_examples
-from drmario.learn.net import NetConfig, Player, load_net
+from drmario.learn.net import NetConfig
+from drmario.learn.player import Player
 from drmario.learn.train import TrainConfig, move_agreement, train
 from drmario.play.selfplay import SelfPlayConfig, generate
-from drmario.search.searcher import SearchConfig
+from drmario.search import SearchConfig
 
 
 def test_a_conv_head_imitates_the_expert_on_games_it_never_saw(tmp_path):

@@ -5,12 +5,14 @@ import pytest
 import torch
 
 import drmario as dm
-from drmario.learn.net import DrMarioNet, NetConfig, Player, save_net
+from drmario.learn.checkpoint import save_net
+from drmario.learn.net import DrMarioNet, NetConfig
+from drmario.learn.player import Player
 from drmario.play.agents import SearchAgent
 from drmario.play.inference import BatchedInference, InferenceServer, RemoteEvaluator, Ticket
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.selfplay import SelfPlayConfig, generate, read_records
-from drmario.search.searcher import RolloutEvaluator, SearchConfig
+from drmario.search import RolloutEvaluator, SearchConfig
 
 
 def tiny_net(seed=0) -> DrMarioNet:
@@ -22,16 +24,18 @@ def some_positions(n: int):
     games = [dm.Game(100 + i, i % 10) for i in range(n)]
     cells = np.stack([g.board.cells for g in games])
     pills = np.array([(g.pill.left, g.pill.right) for g in games], np.uint8)
-    return cells, pills
+    previews = np.array([(g.next_pill.left, g.next_pill.right) for g in games], np.uint8)
+    return cells, pills, previews
 
 
 def test_batched_inference_matches_player_and_pads_to_buckets():
     net = tiny_net()
     engine = BatchedInference(net, "cpu", buckets=(4, 16))
     player = Player.from_module(net)
-    cells, pills = some_positions(21)
-    want = player.evaluate(cells, pills)
-    got = engine.evaluate(cells, pills)  # 16 + 5 (padded to 16)
+    cells, pills, previews = some_positions(21)
+    want = player.evaluate(cells, pills, previews)
+    got = engine.evaluate(cells, pills, previews)  # 16 + 5 (padded to 16)
+    assert not np.allclose(player.evaluate(cells, pills).moves, want.moves)  # the preview counts
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert engine.stats.batches == 2 and engine.stats.positions == 21
@@ -39,11 +43,11 @@ def test_batched_inference_matches_player_and_pads_to_buckets():
     row = engine.stats.row()
     assert row["batches_0_64"] == 2 and 0 < row["device_busy"] <= 1 and row["padding"] == 0
     with pytest.raises(ValueError, match="at most 16"):
-        engine.submit(cells, pills)
-    t1 = engine.submit(cells[:3], pills[:3])
-    t2 = engine.submit(cells[3:6], pills[3:6])
+        engine.submit(cells, pills, previews)
+    t1 = engine.submit(cells[:3], pills[:3], previews[:3])
+    t2 = engine.submit(cells[3:6], pills[3:6], previews[3:6])
     with pytest.raises(RuntimeError, match="in flight"):
-        engine.submit(cells[:3], pills[:3])
+        engine.submit(cells[:3], pills[:3], previews[:3])
     np.testing.assert_allclose(engine.wait(t2).won, want.won[3:6], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(engine.wait(t1).won, want.won[:3], rtol=1e-4, atol=1e-5)
 
@@ -51,14 +55,13 @@ def test_batched_inference_matches_player_and_pads_to_buckets():
 class AsyncRollouts(RolloutEvaluator):
     """A deterministic evaluator with the submit/wait interface (evaluation happens in wait)."""
 
-    def submit(self, cells, pills):
+    def submit(self, cells, pills, previews):
         self._held = getattr(self, "_held", {})
-        self._held[id(cells)] = (cells.copy(), pills.copy())
+        self._held[id(cells)] = (cells.copy(), pills.copy(), previews.copy())
         return Ticket(0, id(cells), len(cells))
 
     def wait(self, ticket):
-        cells, pills = self._held.pop(ticket.slot)
-        return self.evaluate(cells, pills)
+        return self.evaluate(*self._held.pop(ticket.slot))
 
 
 def test_pipelined_halves_play_the_same_games_as_lockstep():
@@ -72,13 +75,13 @@ def test_pipelined_halves_play_the_same_games_as_lockstep():
 
 def test_inference_server_answers_workers_through_shared_memory():
     net = tiny_net(1)
-    cells, pills = some_positions(10)
-    want = Player.from_module(net).evaluate(cells, pills)
+    cells, pills, previews = some_positions(10)
+    want = Player.from_module(net).evaluate(cells, pills, previews)
     with InferenceServer(net, workers=1, capacity=64, buckets=(16, 64)) as server:
         remote = RemoteEvaluator(server.handle(0))
-        got = remote.evaluate(cells, pills)
-        a = remote.submit(cells[:4], pills[:4])
-        b = remote.submit(cells[4:], pills[4:])
+        got = remote.evaluate(cells, pills, previews)
+        a = remote.submit(cells[:4], pills[:4], previews[:4])
+        b = remote.submit(cells[4:], pills[4:], previews[4:])
         got_b, got_a = remote.wait(b), remote.wait(a)
         remote.close()
         rows = server.close()
@@ -106,6 +109,7 @@ def test_selfplay_with_an_inference_server_and_two_search_processes(tmp_path):
     assert table.loc["all", "games"] == 4
     records = read_records(tmp_path / "run")
     assert sorted(r.meta["index"] for r in records) == [0, 1, 2, 3]
+    assert all(r.meta["search_kl"] >= 0 for r in records) and table.loc["all", "search_kl"] > 0  # KL(target || prior)
     for r in records:
         if r.outcome:
             r.replay()

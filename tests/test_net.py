@@ -9,20 +9,12 @@ import pytest
 import torch
 
 import drmario as dm
+from drmario.learn.checkpoint import CheckpointError, load_net, save_net
 from drmario.learn.dataset import ExampleSet
 from drmario.learn.encode import moves_from_dict, planes_torch
-from drmario.learn.net import (
-    CheckpointError,
-    DrMarioNet,
-    NetConfig,
-    NetOutput,
-    Player,
-    flops_per_position,
-    load_net,
-    load_player,
-    loss_terms,
-    save_net,
-)
+from drmario.learn.loss import loss_terms
+from drmario.learn.net import DrMarioNet, NetConfig, NetOutput, flops_per_position
+from drmario.learn.player import Player, load_player
 
 TINY = {"filters": 8, "blocks": 1}
 
@@ -120,7 +112,7 @@ def test_loss_by_hand():
     target[0, 1, 2, 3] = 1.0
     target[1, 0, 4, 5] = target[1, 2, 4, 5] = 0.5
     batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 0.0], duration=[8.0, 0.0], moves=target)
-    terms = loss_terms(out, batch, NetConfig(**TINY))
+    terms = loss_terms(out, batch, NetConfig(**TINY, count_error="relative"))
     # won: 0.5^2 and 0; cleared: ((3-5)/5)^2 and ((0-0)/1)^2; duration: ((10-8)/8)^2 and ((2-0)/1)^2
     assert terms["won"].item() == pytest.approx((0.25 + 0) / 2)
     assert terms["cleared"].item() == pytest.approx((0.16 + 0) / 2)
@@ -128,6 +120,10 @@ def test_loss_by_hand():
     assert terms["moves"].item() == pytest.approx(math.log(512), rel=1e-6)
     assert terms["reg"].item() == 0
     assert terms["total"].item() == pytest.approx(0.125 + 0.08 + 2.03125 + math.log(512), rel=1e-6)
+    # scaled (the default): the count errors over 100, so the minimiser is the mean
+    scaled = loss_terms(out, batch, NetConfig(**TINY))
+    assert scaled["cleared"].item() == pytest.approx((0.02**2 + 0) / 2)
+    assert scaled["duration"].item() == pytest.approx((0.02**2 + 0.02**2) / 2)
 
 
 def dm_batch(won, cleared, duration, moves):
@@ -135,7 +131,7 @@ def dm_batch(won, cleared, duration, moves):
 
     n = len(won)
     return Batch(
-        planes=torch.zeros(n, 18, 8, 16),
+        planes=torch.zeros(n, 24, 8, 16),
         won=torch.tensor(won),
         cleared=torch.tensor(cleared),
         duration=torch.tensor(duration),
@@ -147,7 +143,7 @@ def dm_batch(won, cleared, duration, moves):
 @pytest.mark.parametrize("head", ["design", "alphago"])
 def test_loss_matches_plain_torch(examples, head):
     torch.manual_seed(2)
-    cfg = NetConfig(head=head, reg=1e-3, **TINY)
+    cfg = NetConfig(head=head, reg=1e-3, count_error="relative", **TINY)
     net = DrMarioNet(cfg)
     batch = batch_of(examples)
     out = net(batch.planes)
@@ -185,7 +181,7 @@ def test_flops_count_matches_the_layers(head):
     for m in net.modules():
         if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
             m.register_forward_hook(hook)
-    net(torch.zeros(1, 18, 8, 16))
+    net(torch.zeros(1, cfg.planes, 8, 16))
     assert flops_per_position(cfg) == 2 * sum(macs)
 
 
@@ -235,20 +231,22 @@ def test_load_player_round_trip(tmp_path, examples, head):
     player = load_player(path, chunk=7)  # several chunks, the last one short
     n = 20
     cells, pills, legal = examples.cells[:n], examples.pills[:n], examples.legal()[:n]
-    got = player.evaluate(cells, pills, legal)
+    previews = examples.previews[:n]
+    got = player.evaluate(cells, pills, previews, legal=legal)
     with torch.no_grad():
-        want = net(planes_torch(torch.from_numpy(cells), torch.from_numpy(pills)), torch.from_numpy(legal))
+        x = planes_torch(torch.from_numpy(cells), torch.from_numpy(pills), torch.from_numpy(previews))
+        want = net(x, torch.from_numpy(legal))
     for name in ("won", "cleared", "duration", "moves"):
         a = getattr(got, name)
         assert a.dtype == np.float32 and a.shape == tuple(getattr(want, name).shape)
         np.testing.assert_allclose(a, getattr(want, name).numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
     assert (got.moves[~legal] == 0).all()
     # from_module gives the same, and leaves the caller's module as it was (batch norms not folded)
-    same = Player.from_module(net).evaluate(cells, pills, legal)
+    same = Player.from_module(net).evaluate(cells, pills, previews, legal=legal)
     np.testing.assert_allclose(same.moves, got.moves, rtol=1e-5, atol=1e-7)
     assert isinstance(net.stem.bn, torch.nn.BatchNorm2d)
     # bf16 inference (the CUDA default) is close to float32
-    half = Player.from_module(net, dtype=torch.bfloat16).evaluate(cells, pills, legal)
+    half = Player.from_module(net, dtype=torch.bfloat16).evaluate(cells, pills, previews, legal=legal)
     np.testing.assert_allclose(half.won, got.won, atol=0.05)
     with pytest.raises(ValueError, match="pills"):
         player.evaluate(cells, pills[:3])
@@ -260,7 +258,7 @@ def test_checkpoint_of_another_config(tmp_path):
         load_net(path, NetConfig(filters=16, blocks=1))
     msg = str(err.value)
     assert "small.pt" in msg and "filters=8 (this network: 16)" in msg and "blocks=2" in msg
-    assert "stem.conv.weight (8, 18, 3, 3) vs (16, 18, 3, 3)" in msg and "unexpected: blocks.1" in msg
+    assert "stem.conv.weight (8, 24, 3, 3) vs (16, 24, 3, 3)" in msg and "unexpected: blocks.1" in msg
     assert load_net(path).cfg == NetConfig(filters=8, blocks=2)  # its own config loads
 
 

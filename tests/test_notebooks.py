@@ -19,7 +19,7 @@ import pytest
 
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
-from drmario.learn.net import load_player
+from drmario.learn.player import load_player
 from drmario.run import pipeline as P
 from drmario.run import profiles as R
 from drmario.run.cli import main
@@ -143,11 +143,26 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     train2 = steps[7]
     assert train2.parameters["data"] == [str(tmp_path / f"round{k}" / "examples") for k in range(3)]
     assert train2.output == tmp_path / "notebooks" / "02_train-round2.ipynb"
-    assert steps[6].parameters["network"] == str(tmp_path / "train1" / "checkpoints" / "latest.pt")
+    assert train2.products[-1] == tmp_path / "train2" / "gate.json"  # a round is done once gated
     assert all(s.parameters["run_dir"] == str(tmp_path) for s in steps)
+    # 04's network is the best so far, known only once the rounds before are gated
+    assert steps[6].parameters["network"] == P.LATER
+    (tmp_path / "train0").mkdir()
+    (tmp_path / "train0" / "gate.json").write_text(json.dumps({"promoted": True}))
+    (tmp_path / "train1").mkdir()
+    (tmp_path / "train1" / "gate.json").write_text(json.dumps({"promoted": False}))
+    assert P.resolved(steps[6], 3).parameters["network"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
     *_, last = P.plan(P.load_profile("ci"), tmp_path, rounds=2, baselines=True)
     assert last.notebook == "05_baselines"
-    assert last.parameters["checkpoint"] == str(tmp_path / "train1" / "checkpoints" / "latest.pt")
+    assert P.resolved(last, 2).parameters["checkpoint"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
+
+
+def test_a_replay_window_and_warm_starts(tmp_path):
+    profile = R.apply_overrides(P.load_profile("ci"), ["train.replay_rounds=2", "train.warm_start=true"])
+    steps = [s for s in P.plan(profile, tmp_path, rounds=4) if s.notebook == "02_train"]
+    data = [[Path(d).parent.name for d in s.parameters["data"]] for s in steps]
+    assert data == [["round0"], ["round0", "round1"], ["round0", "round1", "round2"], ["round0", "round2", "round3"]]
+    assert [s.parameters["init"] for s in steps] == [None, P.LATER, P.LATER, P.LATER]
 
 
 def test_sample_data_is_valid_and_made_by_the_kit():

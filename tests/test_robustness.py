@@ -26,6 +26,7 @@ from drmario.files import (
     TEMP_PATTERN,
     RunDirectoryLocked,
     RunError,
+    file_sha256,
     lock_holder,
     lock_run_dir,
     remove_stray_temp,
@@ -33,15 +34,20 @@ from drmario.files import (
 )
 from drmario.learn.example_files import read_examples, read_sidecar, sidecar_path
 from drmario.learn.examples import ExampleError
+from drmario.play import shards
 from drmario.run import pipeline as P
 from drmario.run.cli import main
 from drmario.run.pipeline import child_env
-from drmario.search.searcher import SearchConfig
+from drmario.search import Round0Settings, SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "round0-sample" / "examples"
 SETTINGS: dict[str, Any] = dict(
-    games=6, levels=[0, 4], seed=3, games_per_shard=2, search=SearchConfig(simulations=6, root_rollouts=1)
+    games=6,
+    levels=[0, 4],
+    seed=3,
+    games_per_shard=2,
+    search=SearchConfig(mode="round0", simulations=6, round0=Round0Settings(root_rollouts=1)),
 )
 # The CI profile cut to the smallest run that still goes through 01 -> 02 -> 03.
 TINY = [
@@ -126,7 +132,7 @@ MAKE = (
     "    (Path(run_dir) / name).parent.mkdir(parents=True, exist_ok=True)\n"
     "    (Path(run_dir) / name).touch()"
 )
-TRAINED = MAKE.format(files=["train0/checkpoints/latest.pt", "train0/train_result.json"])
+TRAINED = MAKE.format(files=["train0/checkpoints/latest.pt", "train0/train_result.json", "train0/gate.json"])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -297,15 +303,19 @@ def copy_run(src: Path, dst: Path) -> Path:
 def test_shards_carry_the_sha256_of_their_files(whole_run):
     for shard in sorted((whole_run / "examples").glob("*.jsonl.gz")):
         sums = read_sidecar(shard)["sha256"]
-        assert sums == {"examples": sp.file_sha256(shard), "records": sp.file_sha256(sp._records_path(shard))}
-        assert sp.shard_problem(shard) is None
+        assert {k: sums[k] for k in ("examples", "records")} == {
+            "examples": file_sha256(shard),
+            "records": file_sha256(shards.records_path(shard)),
+        }
+        assert set(sums) == {"examples", "records", "sidecar"}  # the sidecar's own content too
+        assert shards.shard_problem(shard) is None
 
 
 @pytest.mark.parametrize("damage", ["cut examples", "cut records", "flip a byte", "legacy cut", "legacy intact"])
 def test_a_damaged_shard_is_played_again(whole_run, tmp_path, damage):
     run = copy_run(whole_run, tmp_path / "run")
     shard = run / "examples" / "shard-000002.jsonl.gz"
-    target = sp._records_path(shard) if damage == "cut records" else shard
+    target = shards.records_path(shard) if damage == "cut records" else shard
     data = target.read_bytes()
     if damage.startswith("legacy"):  # a shard written before the sidecars carried checksums
         side = read_sidecar(shard)
@@ -327,7 +337,7 @@ def test_a_damaged_shard_is_played_again(whole_run, tmp_path, damage):
         )
         assert (shard.parent / (shard.name + ".damaged")).exists()
     assert shard_bytes(run) == shard_bytes(whole_run)
-    assert all(sp.shard_problem(s) is None for s in (run / "examples").glob("*.jsonl.gz"))
+    assert all(shards.shard_problem(s) is None for s in (run / "examples").glob("*.jsonl.gz"))
 
 
 @pytest.mark.parametrize("compressed", [True, False], ids=["gzip", "plain"])
@@ -383,7 +393,7 @@ def test_a_killed_pool_worker_ends_in_the_cli_error_format(tmp_path, capsys):
     assert err.startswith("drmario generate: error: a self-play worker process died abruptly"), err
     assert "unfinished: shard-" in err and "Traceback" not in err
     assert main(args) == 0  # the run resumes
-    assert sp.done_games(run) == set(range(8))
+    assert shards.done_games(run) == set(range(8))
 
 
 def shm_blocks() -> set[str]:
@@ -393,7 +403,8 @@ def shm_blocks() -> set[str]:
 def test_a_dead_inference_server_is_named_and_its_shared_memory_released(tmp_path, monkeypatch):
     import torch
 
-    from drmario.learn.net import DrMarioNet, NetConfig, save_net
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
     from drmario.play import inference
 
     torch.manual_seed(0)

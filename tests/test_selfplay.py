@@ -2,14 +2,22 @@
 
 import gzip
 
+import numpy as np
 import pytest
 
 import drmario.play.selfplay as sp
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
-from drmario.search.searcher import SearchConfig
+from drmario.play.shards import done_games
+from drmario.search import Round0Settings, SearchConfig
 
-SETTINGS = dict(games=6, levels=[0, 4], seed=3, games_per_shard=2, search=SearchConfig(simulations=6, root_rollouts=1))
+SETTINGS = dict(
+    games=6,
+    levels=[0, 4],
+    seed=3,
+    games_per_shard=2,
+    search=SearchConfig(mode="round0", simulations=6, round0=Round0Settings(root_rollouts=1)),
+)
 
 
 def shard_texts(run_dir):
@@ -51,10 +59,10 @@ def test_interrupted_run_resumes_without_losing_or_duplicating(tmp_path, monkeyp
     monkeypatch.setattr(sp, "play_shard", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sp.generate(sp.SelfPlayConfig(**SETTINGS), broken, progress=False)
-    assert sp.done_games(broken) == {0, 1}
+    assert done_games(broken) == {0, 1}
     monkeypatch.setattr(sp, "play_shard", real)
     sp.generate(sp.SelfPlayConfig(**SETTINGS), broken, progress=False)
-    assert sp.done_games(broken) == set(range(6))
+    assert done_games(broken) == set(range(6))
     assert shard_texts(broken) == shard_texts(whole)
     assert [r.moves for r in sp.read_records(broken)] == [r.moves for r in sp.read_records(whole)]
 
@@ -107,3 +115,43 @@ def test_progress_counts_each_game_as_it_ends(tmp_path, monkeypatch, workers):
     monkeypatch.setattr("tqdm.auto.tqdm", Bar)
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4, "workers": workers}), tmp_path, progress=False)
     assert updates == [0, 1, 1, 1, 1]  # one step per game, not one per shard of 2
+
+
+def test_a_main_process_caller_gets_its_progress(tmp_path):
+    """play_shard reports each game to the callback it is given, in any process."""
+    cfg = sp.SelfPlayConfig(**SETTINGS)
+    ended: list[int] = []
+    summary = sp.play_shard(cfg.to_dict(), cfg.game_specs()[:2], str(tmp_path), on_game=lambda: ended.append(1))
+    assert summary["games"] == 2 and ended == [1, 1]
+
+
+EXPERT = dict(games=4, levels=[14, 18], seed=5, games_per_shard=4, stall_limit=None, max_pills=600)
+
+
+def test_epsilon_plays_random_moves_and_keeps_the_teachers_targets(tmp_path):
+    """With epsilon = 1 every move is random (the games end fast, in top-outs), and every example
+    still holds the expert's choice at that position."""
+    cfg = sp.SelfPlayConfig(**EXPERT, search=SearchConfig(mode="expert"), epsilon=1.0)
+    sp.generate(cfg, tmp_path, progress=False)
+    records = sp.read_records(tmp_path)
+    assert all(r.outcome == "topped_out" for r in records)
+    examples = load_examples(tmp_path / "examples", progress=False)
+    assert (examples.won == -1).all() and len(examples) == sum(r.pills_used for r in records)
+    expert_picks = [ex.moves for ex in read_examples(next((tmp_path / "examples").glob("*.gz")))[0]]
+    played = [m for r in records for m in r.moves]
+    assert sum(bool(t[m] > 0) for t, m in zip(expert_picks, played)) < len(played) / 2  # mostly not its picks
+
+
+def test_expert_labels_on_another_players_games(tmp_path):
+    """labels = expert: the games are the search's (here round-0 MCTS), the moves targets the
+    expert's at the same positions (DAgger)."""
+    from drmario.search import expert_search
+
+    cfg = sp.SelfPlayConfig(**{**SETTINGS, "games": 2, "labels": "expert"})
+    sp.generate(cfg, tmp_path, progress=False)
+    [record, *_] = sp.read_records(tmp_path)
+    examples, _ = read_examples(next((tmp_path / "examples").glob("*.gz")))
+    positions = [sp.Position.of(game) for game, _, _ in record.steps()]
+    for ex, result in zip(examples, expert_search(positions, list(range(len(positions))))):
+        assert ex.preview is not None
+        assert set(map(tuple, np.argwhere(ex.moves))) == set(map(tuple, np.argwhere(result.target)))

@@ -13,8 +13,9 @@ import pytest
 import torch
 from test_net import real_examples
 
-from drmario.learn.net import CheckpointError, NetConfig, load_net, read_checkpoint
-from drmario.learn.train import COLUMNS, TrainConfig, _permutation, lr_factor, train
+from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint
+from drmario.learn.net import NetConfig
+from drmario.learn.train import COLUMNS, TrainConfig, Trainer, _permutation, lr_factor, train
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +253,8 @@ def test_ddp_with_torchrun_on_cpu(tmp_path):
 
 
 def test_a_changed_weight_is_caught_by_the_digest(tmp_path):
-    from drmario.learn.net import DrMarioNet, save_net
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet
 
     path = save_net(DrMarioNet(NetConfig(filters=4, blocks=0)), tmp_path / "net.pt")
     state = torch.load(path, weights_only=True)
@@ -280,3 +282,15 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_pat
     assert [int(r["step"]) for r in rows if r["split"] == "train"] == sorted(
         {int(r["step"]) for r in rows if r["split"] == "train"}
     )
+
+
+def test_a_warm_start_begins_from_the_given_network(tmp_path, examples):
+    first = train(tiny(steps=10), tmp_path / "first", examples)
+    started = read_checkpoint(first.checkpoint)["model"]
+    second = Trainer(tiny(steps=10, init=str(first.checkpoint)), tmp_path / "second")
+    for name, value in second.model.state_dict().items():
+        assert torch.equal(value, started[name]), name  # the weights it starts from
+    fresh = Trainer(tiny(steps=10), tmp_path / "fresh")
+    assert not torch.equal(fresh.model.stem.conv.weight, started["stem.conv.weight"])
+    with pytest.raises(CheckpointError, match="does not fit"):
+        Trainer(tiny(steps=10, init=str(first.checkpoint), net=NetConfig(filters=4, blocks=1)), tmp_path / "other")

@@ -494,7 +494,7 @@ def test_play_session_headless():
 
 def test_play_widget_plays_both_games():
     from drmario.play.agents import SearchAgent
-    from drmario.search.searcher import SearchConfig
+    from drmario.search import SearchConfig
 
     panel = viz.play_widget(SearchAgent(SearchConfig(mode="expert"), name="expert"), seed=1234, level=3)
     session = panel.session

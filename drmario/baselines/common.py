@@ -23,8 +23,8 @@ from tqdm.auto import tqdm
 from drmario.engine import kernels as K
 from drmario.engine.level import TRAINING_SEEDS
 from drmario.files import MetricsCSV, write_atomic
-from drmario.learn.net import CheckpointError, load_file, save_checkpoint
-from drmario.search.searcher import pill_probs_problems
+from drmario.learn.checkpoint import CheckpointError, load_file, save_checkpoint
+from drmario.search.core import pill_probs_problems
 from drmario.settings import Settings
 
 PILLS = np.array([(a, b) for a in (1, 2, 3) for b in (1, 2, 3)], np.uint8)  # uint8[9, 2] in Pill.number order
@@ -156,7 +156,9 @@ N = TypeVar("N", bound=torch.nn.Module)
 C = TypeVar("C", bound=Settings)
 
 
-def load_net(path: str | Path, kind: str, config_type: type[C], make: Callable[[C], N], key: str) -> tuple[N, C]:
+def load_baseline_net(
+    path: str | Path, kind: str, config_type: type[C], make: Callable[[C], N], key: str
+) -> tuple[N, C]:
     """The network of a baseline checkpoint: its settings (config_type), the network make(settings)
     builds for them, and the weights at `key`. CheckpointError if the weights do not fit."""
     state = read_state(path, kind)

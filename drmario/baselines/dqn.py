@@ -57,7 +57,7 @@ from drmario.baselines.common import (
     draw_game,
     legal_slots,
     legal_slots_all_pills,
-    load_net,
+    load_baseline_net,
     next_multiple,
     progress_bar,
     slot_move,
@@ -66,10 +66,10 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game
 from drmario.engine.level import MAX_LEVEL
-from drmario.learn.encode import N_PLANES, planes_torch
-from drmario.learn.train import resolve_device
+from drmario.learn.device import resolve_device
+from drmario.learn.encode import DESIGN_PLANES, planes_torch
 from drmario.play.agents import Decision
-from drmario.search.searcher import Position, pill_distribution
+from drmario.search.core import Position, pill_distribution
 from drmario.settings import Settings, setting
 
 COLUMNS = (
@@ -142,7 +142,7 @@ class QNet(nn.Module):
         super().__init__()
         convs: list[nn.Module] = []
         for i in range(layers):
-            convs += [nn.Conv2d(N_PLANES + 2 if i == 0 else filters, filters, 3, padding=1), nn.ReLU()]
+            convs += [nn.Conv2d(DESIGN_PLANES + 2 if i == 0 else filters, filters, 3, padding=1), nn.ReLU()]
         self.trunk = nn.Sequential(*convs)
         self.local = nn.Conv2d(filters, 4, 1)  # per placement: the 4 rotations at each cell
         self.board = nn.Linear(filters * K.WIDTH * K.HEIGHT, 1)  # per board, added to every slot
@@ -234,7 +234,12 @@ def masked_q(
     net: nn.Module, cells: np.ndarray, pills: np.ndarray, legal: np.ndarray, device: torch.device | str
 ) -> torch.Tensor:
     """Q float[N, 512] with illegal slots at -inf (cells uint8[N, 8, 16], pills uint8[N, 2], legal uint8[N, 512])."""
-    x = planes_torch(torch.from_numpy(np.ascontiguousarray(cells)), torch.from_numpy(np.ascontiguousarray(pills)))
+    x = planes_torch(
+        torch.from_numpy(np.ascontiguousarray(cells)),
+        torch.from_numpy(np.ascontiguousarray(pills)),
+        None,
+        DESIGN_PLANES,
+    )
     q = net(x.to(device))
     return q.masked_fill(torch.from_numpy(legal == 0).to(device), float("-inf"))
 
@@ -289,7 +294,7 @@ def td_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss, mean Q(s, a)) of a mini-batch: Huber (or squared) error of Q(s, a) against `q_targets`."""
     y = q_targets(target, batch, cfg, device, q if cfg.double else None)
-    x = planes_torch(torch.from_numpy(batch["cells"]), torch.from_numpy(batch["pill"])).to(device)
+    x = planes_torch(torch.from_numpy(batch["cells"]), torch.from_numpy(batch["pill"]), None, DESIGN_PLANES).to(device)
     qa = q(x).gather(1, torch.from_numpy(batch["move"].astype(np.int64)).to(device)[:, None]).squeeze(1)
     loss = F.smooth_l1_loss(qa, y) if cfg.huber else F.mse_loss(qa, y)
     return loss, qa.detach().mean()
@@ -305,7 +310,7 @@ class DQNAgent:
     @classmethod
     def load(cls, path: str | Path, *, name: str = "dqn", device: str = "cpu", epsilon: float = 0.0) -> DQNAgent:
         """From any checkpoint of `train_dqn` (latest.pt or step-N.pt)."""
-        net, _ = load_net(path, "dqn", DQNConfig, lambda c: QNet(c.filters, c.layers), "q")
+        net, _ = load_baseline_net(path, "dqn", DQNConfig, lambda c: QNet(c.filters, c.layers), "q")
         return cls(net, name=name, device=device, epsilon=epsilon)
 
     @torch.no_grad()
@@ -322,7 +327,7 @@ class DQNAgent:
                 rng = np.random.default_rng(seed)
                 if rng.random() < self.epsilon:
                     slot = int(rng.choice(np.flatnonzero(legal[i])))
-            out.append(Decision(Move(*slot_move(slot)), None, float(q[i, slot])))
+            out.append(Decision(Move(*slot_move(slot))))
         return out
 
 

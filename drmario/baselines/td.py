@@ -56,7 +56,7 @@ from drmario.baselines.common import (
     Window,
     config_problems,
     draw_game,
-    load_net,
+    load_baseline_net,
     progress_bar,
 )
 from drmario.baselines.features import N_FEATURES, board_features, expand, mlp_values
@@ -64,9 +64,9 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, Outcome
 from drmario.engine.level import MAX_LEVEL
-from drmario.learn.train import resolve_device
+from drmario.learn.device import resolve_device
 from drmario.play.agents import Decision
-from drmario.search.searcher import Position, pill_distribution
+from drmario.search.core import Position, pill_distribution
 from drmario.settings import Settings, setting
 
 COLUMNS = (
@@ -260,7 +260,7 @@ class TDAgent:
     @classmethod
     def load(cls, path: str | Path, *, name: str = "td", **search) -> TDAgent:
         """From any checkpoint of `train_td`; search: depth, top_k, device, ... overrides."""
-        net, cfg = load_net(path, "td", TDConfig, lambda c: ValueNet(c.hidden), "net")
+        net, cfg = load_baseline_net(path, "td", TDConfig, lambda c: ValueNet(c.hidden), "net")
         return cls(net, cfg, name=name, **search)
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
@@ -268,7 +268,7 @@ class TDAgent:
         for pos in positions:
             pill = np.array([pos.pill.left, pos.pill.right], np.uint8)
             res = td_search(self.net, np.ascontiguousarray(pos.cells), pill, pos.stall, self.cfg, self._expander)
-            out.append(Decision(Move(*res.moves[res.best].tolist()), None, float(res.values[res.best])))
+            out.append(Decision(Move(*res.moves[res.best].tolist())))
         return out
 
 

@@ -14,10 +14,14 @@ from drmario.engine.board import ALL_PILLS, Board, Pill
 MIN_SEED, MAX_SEED = 2, 0xFFFF
 MAX_LEVEL = 24
 # Evaluation games use only NES seeds that are multiples of 8; self-play, training and tuning use
-# only the others, so no evaluation game is ever trained or tuned on.
+# only the others, so no evaluation game is ever trained or tuned on. Of those, the seeds that are
+# 4 mod 8 are kept for the games that gate a new network (`play.gate`): self-play never plays them,
+# so a network is never gated on a game it trained on.
 EVALUATION_SEED_STEP = 8
 EVALUATION_SEEDS = np.arange(EVALUATION_SEED_STEP, MAX_SEED + 1, EVALUATION_SEED_STEP)
 TRAINING_SEEDS = np.setdiff1d(np.arange(MIN_SEED, MAX_SEED + 1), EVALUATION_SEEDS)
+GATING_SEEDS = TRAINING_SEEDS[TRAINING_SEEDS % EVALUATION_SEED_STEP == 4]
+SELFPLAY_SEEDS = np.setdiff1d(TRAINING_SEEDS, GATING_SEEDS)
 PillMode = Literal["nes", "iid"]
 PILL_MODES = ("nes", "iid")
 

@@ -1,11 +1,11 @@
 """Training examples held compactly in memory, and expanded to tensors on the training device.
 
-An example takes 207 bytes plus 6 per moves entry here: the board's cell codes (128 bytes), the
-pill (2), the three scalar targets (5), the legal-move mask as 64 packed bytes, the game id (8), and
-the moves target as its non-zero entries (flat index into the 512 slots, probability), padded to
-the widest example of the set (about 100 entries, so about 800 bytes, for round-0 targets that give
-mass to every legal move; fewer for visit-count targets). Planes and the dense moves target are
-made on the device, per batch (`DeviceExamples.batch`).
+An example takes 209 bytes plus 6 per moves entry here: the board's cell codes (128 bytes), the pill
+and the preview (2 each), the three scalar targets (5), the legal-move mask as 64 packed bytes, the
+game id (8), and the moves target as its non-zero entries (flat index into the 512 slots,
+probability), padded to the widest example of the set (about 100 entries, so about 800 bytes, for
+round-0 targets that give mass to every legal move; fewer for visit-count targets). Planes and the
+dense moves target are made on the device, per batch (`DeviceExamples.batch`).
 
 `load_examples` reads example files (`example_files`: JSON Lines, optionally gzip, with a
 ``.meta.json`` sidecar) into an `ExampleSet`:
@@ -47,7 +47,7 @@ import torch
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
 from drmario.files import atomic_file, file_sha256
-from drmario.learn.encode import planes_torch
+from drmario.learn.encode import N_PLANES, planes_torch
 from drmario.learn.example_decoding import Decoded
 from drmario.learn.example_files import OnError, ReadReport, decode_file, infer_games, read_sidecar, sidecar_path
 from drmario.learn.examples import COLOUR_PERMUTATIONS, ExampleError, colour_table
@@ -71,7 +71,7 @@ PathLike = str | os.PathLike
 class Batch(NamedTuple):
     """A training batch on one device. B = batch size."""
 
-    planes: torch.Tensor  # float[B, 18, 8, 16]
+    planes: torch.Tensor  # float[B, P, 8, 16] (P = 24, or the design's 18)
     won: torch.Tensor  # float[B], -1 or +1
     cleared: torch.Tensor  # float[B], viruses cleared from here to the end
     duration: torch.Tensor  # float[B], pills placed from here to the end
@@ -85,6 +85,7 @@ class ExampleSet:
 
     cells: np.ndarray  # uint8[N, 8, 16] cell codes
     pills: np.ndarray  # uint8[N, 2] (left, right) colours
+    previews: np.ndarray  # uint8[N, 2] the preview's colours, (0, 0) where unknown
     won: np.ndarray  # int8[N]
     cleared: np.ndarray  # int16[N]
     duration: np.ndarray  # int16[N]
@@ -97,11 +98,12 @@ class ExampleSet:
         return len(self.won)
 
     @classmethod
-    def from_dense(cls, cells, pills, won, cleared, duration, moves, game, legal=None) -> ExampleSet:
+    def from_dense(cls, cells, pills, won, cleared, duration, moves, game, legal=None, previews=None) -> ExampleSet:
         """Build from dense targets moves: float[N, 4, 8, 16]; legal: bool[N, 4, 8, 16] or None to
-        compute it with the engine."""
+        compute it with the engine; previews: uint8[N, 2] or None (unknown)."""
         cells = np.ascontiguousarray(cells, np.uint8).reshape(-1, K.WIDTH, K.HEIGHT)
         pills = np.ascontiguousarray(pills, np.uint8).reshape(-1, 2)
+        previews = np.zeros_like(pills) if previews is None else np.ascontiguousarray(previews, np.uint8).reshape(-1, 2)
         flat = np.asarray(moves, np.float32).reshape(len(cells), N_MOVES)
         width = max(1, int((flat > 0).sum(axis=1).max(initial=0)))
         order = np.argsort(flat <= 0, axis=1, kind="stable")[:, :width]  # non-zero slots first
@@ -114,6 +116,7 @@ class ExampleSet:
         return cls(
             cells,
             pills,
+            previews,
             np.asarray(won, np.int8),
             np.asarray(cleared, np.int16),
             np.asarray(duration, np.int16),
@@ -166,8 +169,8 @@ class ExampleSet:
         """bool[N, 4, 8, 16] legal-move masks."""
         return np.unpackbits(self.legal_bits, axis=1, count=N_MOVES).view(bool).reshape(len(self), *MOVES_SHAPE)
 
-    def to_device(self, device: str | torch.device = "cpu") -> DeviceExamples:
-        return DeviceExamples(self, torch.device(device))
+    def to_device(self, device: str | torch.device = "cpu", n_planes: int = N_PLANES) -> DeviceExamples:
+        return DeviceExamples(self, torch.device(device), n_planes)
 
     @property
     def nbytes(self) -> int:
@@ -175,15 +178,17 @@ class ExampleSet:
 
 
 class DeviceExamples:
-    """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device."""
+    """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device to
+    n_planes input planes (`encode`)."""
 
-    def __init__(self, examples: ExampleSet, device: torch.device) -> None:
+    def __init__(self, examples: ExampleSet, device: torch.device, n_planes: int = N_PLANES) -> None:
         def put(a: np.ndarray, dtype=None) -> torch.Tensor:
             return torch.as_tensor(a, dtype=dtype).to(device)
 
-        self.device = device
+        self.device, self.n_planes = device, n_planes
         self.cells = put(examples.cells)
         self.pills = put(examples.pills)
+        self.previews = put(examples.previews)
         self.won = put(examples.won, torch.float32)
         self.cleared = put(examples.cleared, torch.float32)
         self.duration = put(examples.duration, torch.float32)
@@ -202,7 +207,7 @@ class DeviceExamples:
         moves.scatter_add_(1, self.move_index[indices], self.move_prob[indices])
         legal = (self.legal_bits[indices, :, None] & self._bit) != 0
         return Batch(
-            planes=planes_torch(self.cells[indices], self.pills[indices], dtype),
+            planes=planes_torch(self.cells[indices], self.pills[indices], self.previews[indices], self.n_planes, dtype),
             won=self.won[indices],
             cleared=self.cleared[indices],
             duration=self.duration[indices],
@@ -235,6 +240,7 @@ def compact(decoded: Decoded, game: np.ndarray) -> ExampleSet:
     return ExampleSet(
         cells=decoded.cells,
         pills=decoded.pills,
+        previews=decoded.previews,
         won=decoded.won,
         cleared=decoded.cleared,
         duration=decoded.duration,
@@ -256,7 +262,14 @@ def augment_colours(examples: ExampleSet, permutations: Sequence[Sequence[int]] 
     parts = []
     for perm in permutations:
         pill_table = np.array([0, *map(int, perm)], np.uint8)
-        parts.append(replace(examples, cells=colour_table(perm)[examples.cells], pills=pill_table[examples.pills]))
+        parts.append(
+            replace(
+                examples,
+                cells=colour_table(perm)[examples.cells],
+                pills=pill_table[examples.pills],
+                previews=pill_table[examples.previews],  # unknown (0) stays unknown
+            )
+        )
     return ExampleSet.concat(parts)
 
 
@@ -318,7 +331,18 @@ def cache_key(path: PathLike) -> str:
     return json.dumps(key, sort_keys=True)
 
 
-_CACHED_ARRAYS = ("cells", "pills", "won", "cleared", "duration", "move_index", "move_prob", "legal_bits", "game")
+_CACHED_ARRAYS = (
+    "cells",
+    "pills",
+    "previews",
+    "won",
+    "cleared",
+    "duration",
+    "move_index",
+    "move_prob",
+    "legal_bits",
+    "game",
+)
 
 
 def _read_cache(path: Path, key: str) -> tuple[ExampleSet, ReadReport, int] | None:

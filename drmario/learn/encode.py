@@ -1,13 +1,16 @@
-"""Network input planes and the moves target (design note 000).
+"""Network input planes and the moves target (design note 000, plus the NES preview).
 
-Input: float[18, 8, 16] planes [channel, x, y], y = 0 at the bottom. Channels come in groups of
-three for red, yellow, blue: 0-2 viruses; 3-5 disconnected halves (top and bottom halves of a
-vertical pill count as disconnected here); 6-8 left halves; 9-11 right halves; 12-14 all ones where
-the pill's left colour is that colour; 15-17 the same for its right colour.
+Input: float[P, 8, 16] planes [channel, x, y], y = 0 at the bottom, P = 24 (the default) or the
+design's 18. Channels come in groups of three for red, yellow, blue: 0-2 viruses; 3-5 disconnected
+halves (top and bottom halves of a vertical pill count as disconnected here); 6-8 left halves; 9-11
+right halves; 12-14 all ones where the pill's left colour is that colour; 15-17 the same for its
+right colour; with 24 planes, 18-20 and 21-23 the same for the left and right colour of the preview
+(the next pill, which the NES shows). An unknown preview (colour 0, e.g. an example written without
+one) leaves planes 18-23 at zero.
 
-Positions are stored compactly as the board's cell codes uint8[8, 16] plus the pill's colours
-uint8[2] (130 bytes, see `kernels` for the codes) and expanded to planes where they are used:
-`planes` in numpy, `planes_torch` on any torch device.
+Positions are stored compactly as the board's cell codes uint8[8, 16] plus the pill's and the
+preview's colours uint8[2] each (132 bytes, see `kernels` for the codes) and expanded to planes
+where they are used: `planes` in numpy, `planes_torch` on any torch device.
 
 Moves: float[4, 8, 16] [r, x, y], the probability of each move; for a same-colour pill planes r and
 r + 2 hold the same values (the mass of a placement split equally between them). The JSON form is
@@ -27,7 +30,9 @@ from drmario.engine.rules import MOVES_SHAPE, N_MOVES, symmetrize
 if TYPE_CHECKING:
     import torch
 
-N_PLANES = 18
+DESIGN_PLANES = 18  # the design note's planes: the board and the pill
+N_PLANES = 24  # with the preview's 6 colour planes (the default)
+PLANE_COUNTS = (DESIGN_PLANES, N_PLANES)
 
 
 def _cell_planes() -> np.ndarray:
@@ -43,57 +48,82 @@ def _cell_planes() -> np.ndarray:
 CELL_PLANES = _cell_planes()
 
 
-def planes(cells: np.ndarray, pills: np.ndarray, dtype=np.float32) -> np.ndarray:
+def _check_planes(n_planes: int) -> None:
+    if n_planes not in PLANE_COUNTS:
+        raise ValueError(
+            f"n_planes must be {DESIGN_PLANES} (the design's) or {N_PLANES} (with the preview), got {n_planes!r}"
+        )
+
+
+def planes(
+    cells: np.ndarray, pills: np.ndarray, previews: np.ndarray | None = None, n_planes: int = N_PLANES, dtype=np.float32
+) -> np.ndarray:
     """Expand positions to input planes.
 
-    cells: uint8[..., 8, 16] cell codes; pills: uint8[..., 2] (left, right) colours.
-    Returns dtype[..., 18, 8, 16].
+    cells: uint8[..., 8, 16] cell codes; pills, previews: uint8[..., 2] (left, right) colours, the
+    preview 0 where unknown (None: unknown everywhere). Returns dtype[..., n_planes, 8, 16].
     """
+    _check_planes(n_planes)
     cells, pills = np.asarray(cells), np.asarray(pills)
-    board = np.moveaxis(CELL_PLANES[cells], -1, -3)  # [..., 12, 8, 16]
     colours = np.arange(1, 4, dtype=np.uint8)
-    pill = (pills[..., :, None] == colours).reshape(*pills.shape[:-1], 6)  # [..., 6]
-    out = np.empty((*cells.shape[:-2], N_PLANES, K.WIDTH, K.HEIGHT), dtype)
+    board = np.moveaxis(CELL_PLANES[cells], -1, -3)  # [..., 12, 8, 16]
+    out = np.zeros((*cells.shape[:-2], n_planes, K.WIDTH, K.HEIGHT), dtype)
     out[..., :12, :, :] = board
-    out[..., 12:, :, :] = pill[..., :, None, None]
+    out[..., 12:18, :, :] = (pills[..., :, None] == colours).reshape(*pills.shape[:-1], 6)[..., None, None]
+    if n_planes == N_PLANES and previews is not None:
+        previews = np.asarray(previews)
+        out[..., 18:, :, :] = (previews[..., :, None] == colours).reshape(*previews.shape[:-1], 6)[..., None, None]
     return out
 
 
-def encode(board: Board, pill: Pill) -> np.ndarray:
-    """float32[18, 8, 16] input planes of one position."""
-    return planes(board.cells, np.array([pill.left, pill.right], np.uint8))
+def encode(board: Board, pill: Pill, preview: Pill | None = None, n_planes: int = N_PLANES) -> np.ndarray:
+    """float32[n_planes, 8, 16] input planes of one position (preview None: unknown)."""
+    next_colours = None if preview is None else np.array([preview.left, preview.right], np.uint8)
+    return planes(board.cells, np.array([pill.left, pill.right], np.uint8), next_colours, n_planes)
 
 
 _TORCH_TABLES: dict = {}
 
 
-def planes_torch(cells: torch.Tensor, pills: torch.Tensor, dtype=None) -> torch.Tensor:
-    """Torch form of `planes` on the tensors' device (cells uint8[N, 8, 16], pills uint8[N, 2]).
-
-    Returns float[N, 18, 8, 16] (dtype defaults to float32); positions stay compact until here.
-    On the CPU it uses the numpy lookup (`planes`); on other devices a gather from a cached table.
+def planes_torch(
+    cells: torch.Tensor,
+    pills: torch.Tensor,
+    previews: torch.Tensor | None = None,
+    n_planes: int = N_PLANES,
+    dtype=None,
+) -> torch.Tensor:
+    """Torch form of `planes` on the tensors' device (cells uint8[N, 8, 16], pills and previews
+    uint8[N, 2]). Returns float[N, n_planes, 8, 16] (dtype defaults to float32); positions stay
+    compact until here. On the CPU it uses the numpy lookup (`planes`); on other devices a gather
+    from a cached table.
     """
     import torch
 
     dtype = dtype or torch.float32
     if cells.device.type == "cpu":  # numpy's table lookup is several times faster than torch's on CPU
-        out = torch.from_numpy(planes(cells.numpy(), pills.numpy()))
+        out = torch.from_numpy(
+            planes(cells.numpy(), pills.numpy(), None if previews is None else previews.numpy(), n_planes)
+        )
         return out if dtype == torch.float32 else out.to(dtype)
-    return _planes_gather(cells, pills, dtype)
+    return _planes_gather(cells, pills, previews, n_planes, dtype)
 
 
-def _planes_gather(cells: torch.Tensor, pills: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _planes_gather(
+    cells: torch.Tensor, pills: torch.Tensor, previews: torch.Tensor | None, n_planes: int, dtype: torch.dtype
+) -> torch.Tensor:
     """`planes_torch` on any device: a gather from the cell-code table (the GPU path)."""
     import torch
 
+    _check_planes(n_planes)
     key = (cells.device, dtype)
     if key not in _TORCH_TABLES:
         _TORCH_TABLES[key] = torch.as_tensor(CELL_PLANES, device=cells.device, dtype=dtype)
     board = _TORCH_TABLES[key][cells.long()].permute(0, 3, 1, 2)  # [N, 12, 8, 16]
     colours = torch.arange(1, 4, device=cells.device, dtype=pills.dtype)
-    pill = (pills[:, :, None] == colours).reshape(-1, 6).to(dtype)  # [N, 6]
     n = cells.shape[0]
-    return torch.cat([board, pill[:, :, None, None].expand(n, 6, K.WIDTH, K.HEIGHT)], dim=1)
+    parts = [pills] if n_planes == DESIGN_PLANES else [pills, previews if previews is not None else pills * 0]
+    flags = torch.cat([(p[:, :, None] == colours).reshape(n, 6) for p in parts], dim=1).to(dtype)
+    return torch.cat([board, flags[:, :, None, None].expand(n, flags.shape[1], K.WIDTH, K.HEIGHT)], dim=1)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 One implementation serves files (`example_files.decode_file`), single examples
 (`examples.Example.from_json`, `Example.validate`) and writers (`examples.check_examples`):
-`decode_rows` takes parsed JSON rows ``[board, pill, won, cleared, duration, moves]`` (the format of
-`examples`) and returns the valid ones as arrays and, for each bad one, what is wrong with it.
+`decode_rows` takes parsed JSON rows ``[board, pill, won, cleared, duration, moves]``, optionally
+with a seventh element ``preview`` (the format of `examples`), and returns the valid ones as arrays
+and, for each bad one, what is wrong with it.
 
-It rejects: a row that is not an array of 6; a bad board or pill string (the engine's messages,
-which name the position and letter); ``won`` not -1 or 1; ``cleared`` / ``duration`` that are not
-integers in 0..32767 (`MAX_COUNT`: the compact in-memory set stores them as int16); a malformed
-moves list, a position off the board or given twice, a probability that is negative or not
+It rejects: a row that is not an array of 6 or 7; a bad board, pill or preview string (the engine's
+messages, which name the position and letter); ``won`` not -1 or 1; ``cleared`` / ``duration`` that
+are not integers in 0..32767 (`MAX_COUNT`: the compact in-memory set stores them as int16); a
+malformed moves list, a position off the board or given twice, a probability that is negative or not
 finite; probability mass on a move whose cells are occupied, or on a move that is not a legal
 placement of the pill (`kernels.legal_masks_batch`, the engine's reachability); probabilities that
 do not sum to 1 within `SUM_TOLERANCE` (1e-3: 6-digit rounding of up to 512 entries stays well
@@ -48,6 +49,7 @@ MAX_COUNT = int(np.iinfo(np.int16).max)  # cleared / duration are int16 in the c
 OCCUPIED, ILLEGAL = 5, 6
 
 _PILL_COLOURS = {p.to_string(): (int(p.left), int(p.right)) for p in ALL_PILLS}
+_NO_PREVIEW = (0, 0)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Decoded:
     - index int64[n]: where each example came from (its row in the list given to `decode_rows`;
       in a file, its position among the non-blank lines, i.e. the sidecar's line index)
     - cells uint8[n, 8, 16], pills uint8[n, 2], won int8[n], cleared and duration int16[n]
+    - previews uint8[n, 2]: the preview's colours, (0, 0) where the example has none
     - row int64[T] (the example of each entry, ascending), slot int16[T] (r * 128 + x * 16 + y),
       prob float32[T] (as read, not renormalised)
     - legal_bits uint8[n, 64]: legal-move masks, np.packbits of bool[n, 512]
@@ -74,6 +77,7 @@ class Decoded:
     slot: np.ndarray
     prob: np.ndarray
     legal_bits: np.ndarray
+    previews: np.ndarray
 
     def __len__(self) -> int:
         return len(self.index)
@@ -96,13 +100,25 @@ class Decoded:
                 np.zeros(0, np.int16),
                 np.zeros(0, np.float32),
                 np.zeros((0, N_MOVES // 8), np.uint8),
+                np.zeros((0, 2), np.uint8),
             )
         if len(parts) == 1:
             return parts[0]
         offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
         cat = {
             name: np.concatenate([getattr(p, name) for p in parts])
-            for name in ("index", "cells", "pills", "won", "cleared", "duration", "slot", "prob", "legal_bits")
+            for name in (
+                "index",
+                "cells",
+                "pills",
+                "won",
+                "cleared",
+                "duration",
+                "slot",
+                "prob",
+                "legal_bits",
+                "previews",
+            )
         }
         cat["row"] = np.concatenate([p.row + off for p, off in zip(parts, offsets)])
         return cls(**cat)
@@ -160,6 +176,7 @@ class _Gathered:
     keep: list[int] = field(default_factory=list)  # their positions in the rows given
     texts: list[str] = field(default_factory=list)  # board strings
     pills: list[tuple[int, int]] = field(default_factory=list)  # (left, right) colours
+    previews: list[tuple[int, int]] = field(default_factory=list)  # the preview's, (0, 0) if unknown
     scalars: list[int] = field(default_factory=list)  # won, cleared, duration of each row, flat
     lens: list[int] = field(default_factory=list)  # the lengths of the 4 moves lists of each row, flat
     values: list = field(default_factory=list)  # every x, y, p of the kept rows, flat
@@ -197,15 +214,18 @@ def _gather(rows: Sequence[Any], errors: dict[int, str]) -> _Gathered:
     fails gets the message of its first problem (`_row_error`)."""
     out = _Gathered()
     keep, texts, pills, scalars, lens, values = out.keep, out.texts, out.pills, out.scalars, out.lens, out.values
+    previews = out.previews
     for i, obj in enumerate(rows):
-        if type(obj) is list and len(obj) == 6:
-            board, pill, won, cleared, duration, moves = obj
+        if type(obj) is list and (len(obj) == 6 or len(obj) == 7):
+            board, pill, won, cleared, duration, moves = obj[:6]
             colours = _PILL_COLOURS.get(pill) if type(pill) is str else None
+            preview = _NO_PREVIEW if len(obj) == 6 else _PILL_COLOURS.get(obj[6]) if type(obj[6]) is str else None
             if (
                 type(board) is str
                 and len(board) == K.WIDTH * K.HEIGHT
                 and board.isascii()
                 and colours is not None
+                and preview is not None
                 and type(won) is int
                 and (won == 1 or won == -1)
                 and type(cleared) is int
@@ -222,6 +242,7 @@ def _gather(rows: Sequence[Any], errors: dict[int, str]) -> _Gathered:
                         keep.append(i)
                         texts.append(board)
                         pills.append(colours)
+                        previews.append(preview)
                         scalars += (won, cleared, duration)
                         lens += (n0, n1, n2, n3)
                         values += m0
@@ -363,6 +384,7 @@ def _decoded(
         slot=t.slots[entry].astype(np.int16),
         prob=t.p[entry].astype(np.float32),
         legal_bits=np.packbits(legal_flat[good], axis=1),
+        previews=np.array(gathered.previews, np.uint8).reshape(len(alive), 2)[good],
     )
 
 
@@ -373,9 +395,9 @@ def _decoded(
 def _row_error(obj: object) -> str:
     """What is wrong with a row that failed the fast type checks of `_gather` (first problem, in
     field order)."""
-    if type(obj) is not list or len(obj) != 6:
+    if type(obj) is not list or len(obj) not in (6, 7):
         return _arity_error(obj)
-    board, pill, won, cleared, duration, moves = obj
+    board, pill, won, cleared, duration, moves = obj[:6]
     if type(board) is not str or len(board) != K.WIDTH * K.HEIGHT or not board.isascii():
         return _board_error(board)
     if type(pill) is not str or pill not in _PILL_COLOURS:
@@ -386,12 +408,15 @@ def _row_error(obj: object) -> str:
         return _count_error("cleared", cleared)
     if type(duration) is not int or not 0 <= duration <= MAX_COUNT:
         return _count_error("duration", duration)
-    return check_sparse_structure(moves) or "malformed example"
+    problem = check_sparse_structure(moves)
+    if problem is None and len(obj) == 7 and (type(obj[6]) is not str or obj[6] not in _PILL_COLOURS):
+        problem = "preview: " + _pill_error(obj[6])
+    return problem or "malformed example"
 
 
 def _arity_error(obj: object) -> str:
     got = f"an array of {len(obj)}" if isinstance(obj, list) else f"a JSON {type(obj).__name__}"
-    return f"expected an array of 6 [board, pill, won, cleared, duration, moves], got {got}"
+    return f"expected an array of 6 or 7 [board, pill, won, cleared, duration, moves(, preview)], got {got}"
 
 
 def _board_error(text: object) -> str:

@@ -1,11 +1,18 @@
 """Training examples: one per decision, validation, examples from games, and colour augmentation.
 
 An example is the design note's array ``[board, pill, won, cleared, duration, moves]``
-(design note 000): the 128-letter board before the pill is placed, the pill in its
-2-letter spawn form, ``won`` -1 (topped out) or +1 (cleared every virus, or stalemate), ``cleared``
-the viruses cleared from this decision (included) to the end of the game, ``duration`` the pills
-placed from this decision (included) to the end, and ``moves`` 4 flat lists of x, y, p triples, one
-per clockwise rotation r (the sparse form of the float[4, 8, 16] target, see `encode`).
+(design note 000), optionally followed by a seventh element, ``preview``:
+
+- ``board``: the 128-letter board before the pill is placed; ``pill``: the pill in its 2-letter
+  spawn form;
+- ``won``: -1 (topped out) or +1 (cleared every virus, or stalemate); ``cleared``: the viruses
+  cleared from this decision (included) to the end of the game; ``duration``: the pills placed from
+  this decision (included) to the end;
+- ``moves``: 4 flat lists of x, y, p triples, one per clockwise rotation r (the sparse form of the
+  float[4, 8, 16] target, see `encode`);
+- ``preview`` (optional): the next pill, which the NES shows while this one is placed, in the same
+  2-letter spawn form. The kit writes it; a 6-element example (the design's form) reads with the
+  preview unknown, and its preview input planes stay zero.
 
 Validation (reading a file, `Example.from_json`, `Example.validate`, `example_files.write_examples`)
 is `example_decoding.decode_rows` (its docstring lists the rules); an `ExampleError` names where
@@ -52,7 +59,7 @@ import numpy as np
 
 from drmario.engine.board import Board, Colour, FormatError, Pill
 from drmario.engine.game import GameRecord, Outcome
-from drmario.learn.encode import MOVES_SHAPE, encode, sparse_moves, symmetrize
+from drmario.learn.encode import MOVES_SHAPE, N_PLANES, encode, sparse_moves, symmetrize
 from drmario.learn.example_decoding import Decoded, decode_rows, pill_of
 
 
@@ -92,6 +99,7 @@ class Example:
     cleared: int
     duration: int
     moves: np.ndarray
+    preview: Pill | None = None  # the next pill (the NES preview); None: unknown
 
     def __post_init__(self) -> None:
         for name in ("won", "cleared", "duration"):  # numpy integers -> int (validation wants JSON types)
@@ -105,11 +113,13 @@ class Example:
         object.__setattr__(self, "moves", moves)
         if not isinstance(self.board, Board) or not isinstance(self.pill, Pill):
             raise TypeError("Example needs a Board and a Pill")
+        if self.preview is not None and not isinstance(self.preview, Pill):
+            raise TypeError(f"Example's preview must be a Pill or None, got {type(self.preview).__name__}")
 
     def to_json(self) -> list:
         """The design note's array ``[board, pill, won, cleared, duration, moves]`` (p rounded to 6
-        digits)."""
-        return [
+        digits), with ``preview`` as a seventh element when it is known."""
+        row = [
             self.board.to_string(),
             self.pill.to_string(),
             int(self.won),
@@ -117,6 +127,7 @@ class Example:
             int(self.duration),
             sparse_moves(self.moves),
         ]
+        return row if self.preview is None else [*row, self.preview.to_string()]
 
     def to_line(self) -> str:
         """One JSON Lines line (no newline)."""
@@ -139,9 +150,9 @@ class Example:
         """Raise `ExampleError` if this example breaks a rule of the format (module docstring)."""
         check_examples([self], lambda i: where)
 
-    def planes(self) -> np.ndarray:
-        """float32[18, 8, 16] network input."""
-        return encode(self.board, self.pill)
+    def planes(self, n_planes: int = N_PLANES) -> np.ndarray:
+        """float32[n_planes, 8, 16] network input."""
+        return encode(self.board, self.pill, self.preview, n_planes)
 
     def _raw_row(self) -> list:
         """The JSON array with full-precision probabilities (for validation, no rounding)."""
@@ -150,7 +161,8 @@ class Example:
         triples[:, 0], triples[:, 1], triples[:, 2] = x.tolist(), y.tolist(), self.moves[r, x, y].tolist()
         bounds = np.searchsorted(r, np.arange(5))
         flat = [triples[bounds[k] : bounds[k + 1]].ravel().tolist() for k in range(4)]
-        return [self.board.to_string(), self.pill.to_string(), self.won, self.cleared, self.duration, flat]
+        row = [self.board.to_string(), self.pill.to_string(), self.won, self.cleared, self.duration, flat]
+        return row if self.preview is None else [*row, self.preview.to_string()]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Example):
@@ -159,6 +171,7 @@ class Example:
             self.board == other.board
             and self.pill == other.pill
             and (self.won, self.cleared, self.duration) == (other.won, other.cleared, other.duration)
+            and self.preview == other.preview
             and np.array_equal(self.moves, other.moves)
         )
 
@@ -167,7 +180,7 @@ class Example:
     def __repr__(self) -> str:
         return (
             f"Example(board={self.board!r}, pill={self.pill!r}, won={self.won}, cleared={self.cleared}, "
-            f"duration={self.duration}, moves=<{int(np.count_nonzero(self.moves))} non-zero>)"
+            f"duration={self.duration}, moves=<{int(np.count_nonzero(self.moves))} non-zero>, preview={self.preview!r})"
         )
 
 
@@ -182,6 +195,7 @@ def decoded_examples(decoded: Decoded) -> list[Example]:
             int(decoded.cleared[k]),
             int(decoded.duration[k]),
             dense[k],
+            pill_of(decoded.previews[k]) if decoded.previews[k, 0] else None,
         )
         for k in range(len(decoded))
     ]
@@ -206,8 +220,9 @@ def game_examples(record: GameRecord, targets: Sequence[np.ndarray], *, stalemat
 
     targets[i]: float[4, 8, 16], the moves target of decision i (same-colour pills are symmetrized
     here). won comes from the outcome (`won_target`), cleared and duration count from the decision
-    (included) to the end. Raises ValueError for an unfinished game, a wrong number of targets, a
-    record that does not replay to its outcome, or a target that breaks the format.
+    (included) to the end; the preview is the game's next pill at each decision. Raises ValueError
+    for an unfinished game, a wrong number of targets, a record that does not replay to its outcome,
+    or a target that breaks the format.
     """
     where = f"game seed={record.seed} level={record.level}"
     if record.outcome is None:
@@ -235,6 +250,7 @@ def game_examples(record: GameRecord, targets: Sequence[np.ndarray], *, stalemat
             int(cleared[i]),
             n - i,
             symmetrize(np.asarray(targets[i], np.float32), game.pill.same_colour),
+            game.next_pill,
         )
         for i, (game, _, _) in enumerate(steps)
     ]
@@ -264,16 +280,20 @@ def colour_table(perm: Sequence[int]) -> np.ndarray:
 
 
 def permute_colours(example: Example, perm: Sequence[int]) -> Example:
-    """The example with colours renamed by perm (``perm[c - 1]`` replaces colour c) on the board and
-    the pill; won, cleared, duration and moves are unchanged (positions and legality do not depend
+    """The example with colours renamed by perm (``perm[c - 1]`` replaces colour c) on the board, the
+    pill and the preview; won, cleared, duration and moves are unchanged (positions and legality do not depend
     on colour). See the module docstring for what this does to the data distribution."""
     table = colour_table(perm)
-    pill = Pill(Colour(int(perm[example.pill.left - 1])), Colour(int(perm[example.pill.right - 1])))
+
+    def rename(pill: Pill) -> Pill:
+        return Pill(Colour(int(perm[pill.left - 1])), Colour(int(perm[pill.right - 1])))
+
     return Example(
         Board._wrap(table[example.board.cells]),
-        pill,
+        rename(example.pill),
         example.won,
         example.cleared,
         example.duration,
         example.moves,
+        None if example.preview is None else rename(example.preview),
     )

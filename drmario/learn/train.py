@@ -42,19 +42,12 @@ import torch
 from tqdm.auto import tqdm
 
 from drmario.files import MetricsCSV, lock_run_dir, write_atomic
+from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_state, read_checkpoint, save_checkpoint
 from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet
-from drmario.learn.net import (
-    CheckpointError,
-    DrMarioNet,
-    NetConfig,
-    Player,
-    checkpoint_config,
-    load_state,
-    loss_terms,
-    read_checkpoint,
-    save_checkpoint,
-    weight_norm2,
-)
+from drmario.learn.device import resolve_device
+from drmario.learn.loss import loss_terms, weight_norm2
+from drmario.learn.net import DrMarioNet, NetConfig
+from drmario.learn.player import Player
 from drmario.settings import Settings, setting
 
 COLUMNS: tuple[str, ...] = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
@@ -82,6 +75,9 @@ class TrainConfig(Settings):
     test_fraction: float = setting(0.1, "share of games held out for the test rows", ge=0, lt=1)
     seed: int = setting(0, "initialisation, train/test split and batch order", ge=0)
     net: NetConfig = setting(NetConfig(), "the network")
+    init: str | None = setting(
+        None, "a network checkpoint whose weights start the training (a warm start); None: fresh weights"
+    )
     optimizer: Literal["sgd", "adamw"] = setting("sgd", "sgd (momentum, Nesterov) or adamw")
     lr: float = setting(0.02, "peak learning rate", gt=0, le=10)
     momentum: float = setting(0.9, "sgd momentum", ge=0, lt=1)
@@ -142,31 +138,6 @@ def init_distributed() -> tuple[int, int]:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        name = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
-def device_problem(name: str) -> str | None:
-    """Why a device setting cannot run here ("cuda:7" on a machine with one GPU), or None."""
-    if name == "auto":
-        return None
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        return "not a torch device (auto, cpu, cuda or cuda:N)"
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            return "this machine has no CUDA GPU (use cpu, or auto)"
-        if device.index is not None and device.index >= count:
-            return f"this machine has {count} CUDA GPU(s): cuda:0 to cuda:{count - 1}"
-    elif device.type != "cpu":
-        return f"device type {device.type!r} is not supported (auto, cpu, cuda or cuda:N)"
-    return None
 
 
 def make_optimizer(net: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -345,6 +316,9 @@ class Trainer:
             if self.cuda and ck["rng"]["cuda"]:
                 torch.cuda.set_rng_state_all(ck["rng"]["cuda"])
             self.checkpoint_path = latest
+        elif cfg.init:  # a warm start: the weights of another run's network, a fresh optimiser
+            start = read_checkpoint(cfg.init)
+            load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init))
         self.checkpoint_step = self.step
         if self.rank == 0:
             self.metrics.truncate(self.step)  # rows logged after the checkpoint are redone
@@ -373,8 +347,9 @@ class Trainer:
             raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
         if restart and self.index > 0:
             self.epoch, self.index = self.epoch + 1, 0
-        self.train_dev = train_set.to_device(self.device)
-        self.test_dev = test_set.to_device(self.device) if test_set is not None and len(test_set) else None
+        planes = self.cfg.net.planes
+        self.train_dev = train_set.to_device(self.device, planes)
+        self.test_dev = test_set.to_device(self.device, planes) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
 
@@ -556,7 +531,7 @@ def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> t
     for start in range(0, n, chunk):
         part = examples.subset(np.arange(start, min(start + chunk, n)))
         target = part.dense_moves().reshape(len(part), -1)
-        moves = player.evaluate(part.cells, part.pills, part.legal()).moves.reshape(len(part), -1)
+        moves = player.evaluate(part.cells, part.pills, part.previews, legal=part.legal()).moves.reshape(len(part), -1)
         hits += int((target[np.arange(len(part)), moves.argmax(axis=1)] > 0).sum())
         cross_entropy += float(-(target * np.log(np.maximum(moves, 1e-12))).sum())
     return hits / max(n, 1), cross_entropy / max(n, 1)

@@ -14,14 +14,21 @@ import numpy as np
 
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
+from drmario.search.config import SearchConfig
+from drmario.search.core import Evaluator, Position, SearchResult
 from drmario.search.heuristics import greedy_move
-from drmario.search.searcher import Evaluator, Position, SearchConfig, Searcher, SearchResult
 
 
 class Decision(NamedTuple):
+    """A move, and the search that chose it (None for agents that do not search)."""
+
     move: Move
-    target: np.ndarray | None = None  # float32[4, 8, 16] moves target, for training examples
-    value: float = float("nan")  # the agent's estimate of the position (search utility)
+    search: SearchResult | None = None
+
+    @property
+    def target(self) -> np.ndarray | None:
+        """float32[4, 8, 16] the search's moves target (for training examples), or None."""
+        return None if self.search is None else self.search.target
 
 
 class Agent(Protocol):
@@ -62,10 +69,13 @@ class GreedyAgent:
 
 
 class SearchAgent:
-    """MCTS: round 0 (rollouts) or round N (with an evaluator, i.e. a network).
+    """A search (`SearchConfig`: the expert, round-0 MCTS, or PUCT or Gumbel with an evaluator).
 
-    temperature > 0 samples the move from the target sharpened by 1/temperature for the first
-    `temperature_moves` pills of a game (exploration in self-play); otherwise the search's best.
+    Exploration in self-play: temperature > 0 samples the move from the target sharpened by
+    1/temperature for the first `temperature_moves` pills of a game; and with probability
+    `epsilon` a move is a uniformly random legal one (the decision keeps the search's target, so
+    the examples teach the search's choice in positions the search would not have reached, and the
+    outcomes show what a bad placement leads to). Otherwise the search's best.
     """
 
     def __init__(
@@ -75,31 +85,33 @@ class SearchAgent:
         *,
         temperature: float = 0.0,
         temperature_moves: int = 0,
+        epsilon: float = 0.0,
         name: str | None = None,
     ) -> None:
+        if config.needs_network and evaluator is None:
+            raise ValueError(f"search mode {config.mode!r} needs an evaluator (a network)")
         self.config, self.evaluator = config, evaluator
-        self.temperature, self.temperature_moves = temperature, temperature_moves
-        self.name = name or ("mcts-round0" if config.mode == "round0" else f"mcts-{config.mode}")
-        self._searcher: Searcher | None = None
+        self.temperature, self.temperature_moves, self.epsilon = temperature, temperature_moves, epsilon
+        self.name = name or f"search-{config.mode}"
 
     def search(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[SearchResult]:
-        if self._searcher is None or len(self._searcher.forest.root) < len(positions):
-            self._searcher = Searcher(self.config, self.evaluator, games=len(positions))
-        return self._searcher.search(list(positions), list(seeds))
+        return self.config.run(positions, seeds, self.evaluator)
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         results = self.search(positions, seeds)
         return [self.decide(r, seed, pos.pills_used) for r, seed, pos in zip(results, seeds, positions)]
 
     def decide(self, result: SearchResult, seed: int, pills_used: int) -> Decision:
-        """The move of a finished search: sampled from the target sharpened by 1 / temperature
-        early in a game, else the search's best."""
+        """The move of a finished search: random with probability epsilon, sampled from the target
+        sharpened by 1 / temperature early in a game, else the search's best."""
         move = result.best
-        if self.temperature > 0 and pills_used < self.temperature_moves:
+        rng = np.random.default_rng([seed, 2])
+        if self.epsilon > 0 and rng.random() < self.epsilon:
+            move = result.moves[rng.integers(len(result.moves))]
+        elif self.temperature > 0 and pills_used < self.temperature_moves:
             weights = np.array([result.target[m] for m in result.moves], np.float64) ** (1 / self.temperature)
-            rng = np.random.default_rng([seed, 2])
             move = result.moves[rng.choice(len(weights), p=weights / weights.sum())]
-        return Decision(move, result.target, result.root_value)
+        return Decision(move, result)
 
 
 class PolicyAgent:
@@ -111,14 +123,15 @@ class PolicyAgent:
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         cells = np.stack([p.cells for p in positions])
         pills = np.array([(p.pill.left, p.pill.right) for p in positions], np.uint8)
+        previews = np.array([(p.preview.left, p.preview.right) if p.preview else (0, 0) for p in positions], np.uint8)
         legal = np.empty((len(positions), 4, K.WIDTH, K.HEIGHT), np.uint8)
         K.legal_masks_batch(cells, pills, legal)
-        pred = self.evaluator.evaluate(cells, pills)
+        pred = self.evaluator.evaluate(cells, pills, previews)
         scores = np.where(legal > 0, pred.moves, -1.0).reshape(len(positions), -1)
         out = []
         for i, pos in enumerate(positions):
             r, x, y = np.unravel_index(int(np.argmax(scores[i])), (4, K.WIDTH, K.HEIGHT))
             if pos.pill.same_colour:
                 r %= 2
-            out.append(Decision(Move(int(r), int(x), int(y)), None, float(pred.won[i])))
+            out.append(Decision(Move(int(r), int(x), int(y))))
         return out

@@ -172,7 +172,7 @@ def arena(
     """Every agent plays every game (default: the protocol's, `EvalConfig.games`) under the
     protocol's rules. Returns the table (`ARENA_COLUMNS`, one row per agent and level) and the game
     records per agent (a game stopped at the pill cap has no outcome and ``meta["unfinished"]``)."""
-    from drmario.search.searcher import Position
+    from drmario.search.core import Position
 
     cfg = config or EvalConfig()
     games = list(cfg.games() if games is None else games)

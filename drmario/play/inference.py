@@ -2,7 +2,7 @@
 
 - `BatchedInference`: the leaves of many lockstep games in a few fixed batch shapes (`buckets`; on
   CUDA a batch is padded up to the next one), so CUDA graphs replay one captured forward per shape;
-  bf16 and channels_last on CUDA; positions travel compact (130 bytes each) through pinned host
+  bf16 and channels_last on CUDA; positions travel compact (132 bytes each) through pinned host
   buffers with non-blocking copies, and the outputs come back the same way. `submit` returns at
   once and `wait` collects, so the CPU can search one group of games while the GPU evaluates
   another.
@@ -32,8 +32,9 @@ from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
 from drmario.files import RunError, die_with_parent
 from drmario.learn.encode import planes_torch
-from drmario.learn.net import DrMarioNet, Player
-from drmario.search.searcher import Prediction
+from drmario.learn.net import DrMarioNet, NetConfig
+from drmario.learn.player import Player
+from drmario.search.core import Prediction
 
 OUT_WIDTH = 3 + N_MOVES  # won, cleared, duration, 512 move probabilities
 HISTOGRAM_EDGES = (0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 1 << 30)
@@ -95,7 +96,7 @@ class Ticket(NamedTuple):
 class BatchedInference:
     """Asynchronous fixed-shape inference of a network on one device (see the module docstring).
 
-    evaluate(cells, pills) is the search `Evaluator` form; submit/wait the overlapping one. A batch
+    evaluate(cells, pills, previews) is the search `Evaluator` form; submit/wait the overlapping one. A batch
     larger than the largest bucket is evaluated in pieces by `evaluate` (`submit` refuses it).
     """
 
@@ -131,9 +132,11 @@ class BatchedInference:
             buf = {
                 "host_cells": torch.zeros((bucket, K.WIDTH, K.HEIGHT), dtype=torch.uint8, pin_memory=pin),
                 "host_pills": torch.ones((bucket, 2), dtype=torch.uint8, pin_memory=pin),
+                "host_previews": torch.ones((bucket, 2), dtype=torch.uint8, pin_memory=pin),
                 "host_out": torch.zeros((bucket, OUT_WIDTH), dtype=torch.float32, pin_memory=pin),
                 "cells": torch.zeros((bucket, K.WIDTH, K.HEIGHT), dtype=torch.uint8, device=self.device),
                 "pills": torch.ones((bucket, 2), dtype=torch.uint8, device=self.device),
+                "previews": torch.ones((bucket, 2), dtype=torch.uint8, device=self.device),
                 "out": torch.zeros((bucket, OUT_WIDTH), dtype=torch.float32, device=self.device),
                 "graph": None,
             }
@@ -146,7 +149,7 @@ class BatchedInference:
     def _forward(self, buf: dict, n: int | None = None) -> None:
         """The whole bucket (a fixed shape, for the CUDA graph), or its first n rows (CPU: padding
         buys nothing there)."""
-        x = planes_torch(buf["cells"][:n], buf["pills"][:n], self.dtype)
+        x = planes_torch(buf["cells"][:n], buf["pills"][:n], buf["previews"][:n], self.player.config.planes, self.dtype)
         if self.cuda:
             x = x.contiguous(memory_format=torch.channels_last)
         o = self.module(x)
@@ -167,8 +170,9 @@ class BatchedInference:
 
     # --- the asynchronous interface
 
-    def submit(self, cells: np.ndarray, pills: np.ndarray) -> Ticket:
-        """Start evaluating cells uint8[N, 8, 16], pills uint8[N, 2] (N <= the largest bucket)."""
+    def submit(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Ticket:
+        """Start evaluating cells uint8[N, 8, 16], pills and previews uint8[N, 2] (N <= the largest
+        bucket)."""
         n = len(cells)
         bucket = next((b for b in self.buckets if b >= n), None)
         if bucket is None:
@@ -180,17 +184,18 @@ class BatchedInference:
         buf = self._buffer(bucket, slot)
         buf["host_cells"].numpy()[:n] = cells
         buf["host_pills"].numpy()[:n] = pills
+        buf["host_previews"].numpy()[:n] = previews
         if not self.cuda:
             start = time.perf_counter()
-            buf["cells"].copy_(buf["host_cells"])
-            buf["pills"].copy_(buf["host_pills"])
+            for name in ("cells", "pills", "previews"):
+                buf[name].copy_(buf[f"host_{name}"])
             self._forward(buf, n)
             self.stats.add(n, n, time.perf_counter() - start)
             self._pending[(bucket, slot)] = buf["out"].numpy()[:n].copy()
             return Ticket(bucket, slot, n)
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        buf["cells"].copy_(buf["host_cells"], non_blocking=True)
-        buf["pills"].copy_(buf["host_pills"], non_blocking=True)
+        for name in ("cells", "pills", "previews"):
+            buf[name].copy_(buf[f"host_{name}"], non_blocking=True)
         begin.record()
         if buf["graph"] is not None:
             buf["graph"].replay()
@@ -212,9 +217,12 @@ class BatchedInference:
         self.stats.add(ticket.n, ticket.bucket, begin.elapsed_time(end) / 1000)
         return _unpack(self._buffers[(ticket.bucket, ticket.slot)]["host_out"].numpy()[: ticket.n])
 
-    def evaluate(self, cells: np.ndarray, pills: np.ndarray) -> Prediction:
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
         step = self.buckets[-1]
-        parts = [self.wait(self.submit(cells[s : s + step], pills[s : s + step])) for s in range(0, len(cells), step)]
+        parts = [
+            self.wait(self.submit(cells[s : s + step], pills[s : s + step], previews[s : s + step]))
+            for s in range(0, len(cells), step)
+        ]
         if len(parts) == 1:
             return parts[0]
         return Prediction(*(np.concatenate(p) for p in zip(*parts)))
@@ -229,18 +237,20 @@ class _Channel(NamedTuple):
 
     cells: np.ndarray  # uint8[capacity, 8, 16]
     pills: np.ndarray  # uint8[capacity, 2]
+    previews: np.ndarray  # uint8[capacity, 2]
     out: np.ndarray  # float32[capacity, OUT_WIDTH]
 
 
 def _out_offset(capacity: int) -> int:
-    return -(-capacity * (K.WIDTH * K.HEIGHT + 2) // 8) * 8  # the float32 answers start 8-aligned
+    return -(-capacity * (K.WIDTH * K.HEIGHT + 4) // 8) * 8  # the float32 answers start 8-aligned
 
 
 def _channel(shm: shared_memory.SharedMemory, capacity: int) -> _Channel:
     cells = np.ndarray((capacity, K.WIDTH, K.HEIGHT), np.uint8, shm.buf, 0)
     pills = np.ndarray((capacity, 2), np.uint8, shm.buf, cells.nbytes)
+    previews = np.ndarray((capacity, 2), np.uint8, shm.buf, cells.nbytes + pills.nbytes)
     out = np.ndarray((capacity, OUT_WIDTH), np.float32, shm.buf, _out_offset(capacity))
-    return _Channel(cells, pills, out)
+    return _Channel(cells, pills, previews, out)
 
 
 def _channel_bytes(capacity: int) -> int:
@@ -260,7 +270,7 @@ class RemoteEvaluator:
         self._in_flight: set[int] = set()
         self._done: set[int] = set()  # answered slots not yet collected
 
-    def submit(self, cells: np.ndarray, pills: np.ndarray) -> Ticket:
+    def submit(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Ticket:
         n = len(cells)
         if n > self.capacity:
             raise ValueError(f"submit takes at most {self.capacity} positions, got {n}")
@@ -269,7 +279,7 @@ class RemoteEvaluator:
         if slot in self._in_flight:
             raise RuntimeError("both slots are in flight: wait for one first")
         ch = self._channels[slot]
-        ch.cells[:n], ch.pills[:n] = cells, pills
+        ch.cells[:n], ch.pills[:n], ch.previews[:n] = cells, pills, previews
         self._in_flight.add(slot)
         self.requests.put((self.worker, slot, n))
         return Ticket(0, slot, n)
@@ -285,10 +295,11 @@ class RemoteEvaluator:
         self._done.discard(ticket.slot)
         return _unpack(self._channels[ticket.slot].out[: ticket.n])
 
-    def evaluate(self, cells: np.ndarray, pills: np.ndarray) -> Prediction:
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
         parts = []
         for s in range(0, len(cells), self.capacity):
-            parts.append(self.wait(self.submit(cells[s : s + self.capacity], pills[s : s + self.capacity])))
+            end = s + self.capacity
+            parts.append(self.wait(self.submit(cells[s:end], pills[s:end], previews[s:end])))
         return parts[0] if len(parts) == 1 else Prediction(*(np.concatenate(p) for p in zip(*parts)))
 
     def close(self) -> None:
@@ -300,8 +311,6 @@ def _serve(
     net_state: dict, device: str, buckets: Sequence[int], requests, answers, shm_names, capacity, log, parent=None
 ) -> None:
     """The inference process: merge pending requests into one batch, evaluate, answer each."""
-    from drmario.learn.net import NetConfig
-
     die_with_parent(parent)
 
     net = DrMarioNet(NetConfig.from_dict(net_state["config"]))
@@ -333,11 +342,12 @@ def _serve(
         if batch:
             cells = np.concatenate([channels[w][s].cells[:n] for w, s, n in batch])
             pills = np.concatenate([channels[w][s].pills[:n] for w, s, n in batch])
+            previews = np.concatenate([channels[w][s].previews[:n] for w, s, n in batch])
             parts, offset = [], 0
             for w, s, n in batch:
                 parts.append((w, s, offset, n))
                 offset += n
-            in_flight.append((engine.submit(cells, pills), parts))
+            in_flight.append((engine.submit(cells, pills, previews), parts))
             if len(in_flight) >= 2:  # keep one batch on the device while the next is gathered
                 _answer(engine, in_flight.pop(0), channels, answers)
         elif in_flight:

@@ -5,7 +5,7 @@ in every running game (so a network or a search batches its work across games), 
 refills finished slots from the queue. Every decision is seeded by (run seed, game index, pill
 index), so the moves do not depend on the lockstep width or on which slot a game ran in.
 
-With a search agent whose evaluator is asynchronous (``submit``/``wait``: `inference.BatchedInference`
+With a search agent whose evaluator is asynchronous (`AsyncEvaluator`: `inference.BatchedInference`
 on a GPU, `inference.RemoteEvaluator`), the games are split into two halves that take turns: the
 CPU selects and backs up in one half while the device evaluates the other's leaves. The moves are
 the same as without the overlap.
@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from drmario.engine.game import Game, GameRecord
 from drmario.engine.level import PillMode
 from drmario.play.agents import Agent, Decision, SearchAgent
-from drmario.search.searcher import Position, Searcher
+from drmario.search.core import Position, Prediction, Steps
 
 OnFinish = Callable[[GameRecord, list[Decision]], None]
 
@@ -35,70 +36,73 @@ class GameSpec(NamedTuple):
     level: int
 
 
+@runtime_checkable
+class AsyncEvaluator(Protocol):
+    """An evaluator that can take one batch while another is on the device."""
+
+    def submit(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Any:
+        """Start evaluating; returns a ticket for `wait`."""
+        ...
+
+    def wait(self, ticket: Any) -> Prediction: ...
+
+
 def decision_seed(base: int, game: int, pill: int) -> int:
     """The seed of one decision: a hash of (run seed, game index, pill index)."""
     return int(np.random.SeedSequence([base, game, pill]).generate_state(1, np.uint64)[0])
 
 
-class _Rules(NamedTuple):
-    name: str
-    base_seed: int
-    pill_mode: PillMode
-    stall_limit: int | None
-    max_pills: int
-    on_finish: OnFinish | None
-    bar: object | None  # a tqdm bar, advanced per finished game
+@dataclass
+class Slot:
+    """A game in play: its spec, the game, the decisions made so far and the seconds spent on them."""
+
+    spec: GameSpec
+    game: Game
+    decisions: list[Decision] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 class GameSlots:
-    """Up to `width` games in play, refilled from a shared queue of specs (popped from its end)."""
+    """Up to `width` games in play, refilled from a shared queue of specs (popped from its end).
+    new_game(spec) starts a game; ended(slot) is told when one is over."""
 
-    def __init__(self, queue: list[GameSpec], width: int, records: dict[int, GameRecord], rules: _Rules) -> None:
-        self.queue, self.records, self.rules = queue, records, rules
-        self.slots: list[tuple[GameSpec, Game, list[Decision], list[float]] | None] = [None] * max(1, width)
+    def __init__(
+        self,
+        queue: list[GameSpec],
+        width: int,
+        new_game: Callable[[GameSpec], Game],
+        ended: Callable[[Slot], bool],
+        base_seed: int,
+    ) -> None:
+        self.queue, self.new_game, self.ended, self.base_seed = queue, new_game, ended, base_seed
+        self.slots: list[Slot | None] = [None] * max(1, width)
         self.refill()
 
     def refill(self) -> None:
-        for k in range(len(self.slots)):
-            if self.slots[k] is None and self.queue:
+        for k, slot in enumerate(self.slots):
+            if slot is None and self.queue:
                 spec = self.queue.pop()
-                rules = self.rules
-                game = Game(spec.seed, spec.level, pill_mode=rules.pill_mode, stall_limit=rules.stall_limit)
-                self.slots[k] = (spec, game, [], [0.0])
+                self.slots[k] = Slot(spec, self.new_game(spec))
 
-    def _running(self) -> list[tuple[GameSpec, Game, list[Decision], list[float]]]:
+    def running(self) -> list[Slot]:
         return [s for s in self.slots if s is not None]
 
-    @property
-    def running(self) -> bool:
-        return any(s is not None for s in self.slots)
-
     def positions(self) -> list[Position]:
-        return [Position.of(game) for _, game, _, _ in self._running()]
+        return [Position.of(s.game) for s in self.running()]
 
     def seeds(self) -> list[int]:
-        base = self.rules.base_seed
-        return [decision_seed(base, spec.number, game.pills_used) for spec, game, _, _ in self._running()]
+        return [decision_seed(self.base_seed, s.spec.number, s.game.pills_used) for s in self.running()]
 
     def apply(self, decisions: Sequence[Decision], seconds: float) -> None:
         """Play one decision in each running game (in slot order), then refill."""
-        rules = self.rules
         running = [k for k, s in enumerate(self.slots) if s is not None]
         for k, decision in zip(running, decisions):
-            spec, game, made, clock = self.slots[k]  # type: ignore[misc]
-            game.play(decision.move)
-            made.append(decision)
-            clock[0] += seconds / len(running)
-            if game.over or game.pills_used >= rules.max_pills:
-                meta = {"agent": rules.name, "index": spec.number, "seconds": round(clock[0], 6)}
-                if not game.over:
-                    meta["unfinished"] = f"stopped at max_pills={rules.max_pills}"
-                record = game.record(**meta)
-                self.records[spec.number] = record
-                if rules.on_finish is not None:
-                    rules.on_finish(record, made)
-                if rules.bar is not None:
-                    rules.bar.update(1)  # type: ignore[attr-defined]
+            slot = self.slots[k]
+            assert slot is not None
+            slot.game.play(decision.move)
+            slot.decisions.append(decision)
+            slot.seconds += seconds / len(running)
+            if self.ended(slot):
                 self.slots[k] = None
         self.refill()
 
@@ -123,43 +127,57 @@ def play_lockstep(
 
     records: dict[int, GameRecord] = {}
     queue = list(reversed(specs))
+
+    def new_game(spec: GameSpec) -> Game:
+        return Game(spec.seed, spec.level, pill_mode=pill_mode, stall_limit=stall_limit)
+
     with tqdm(total=len(specs), desc=progress, unit="game", disable=progress is None, leave=False) as bar:
-        rules = _Rules(agent.name, base_seed, pill_mode, stall_limit, max_pills, on_finish, bar)
-        if isinstance(agent, SearchAgent) and hasattr(agent.evaluator, "submit"):
+
+        def ended(slot: Slot) -> bool:
+            game = slot.game
+            if not game.over and game.pills_used < max_pills:
+                return False
+            meta = {"agent": agent.name, "index": slot.spec.number, "seconds": round(slot.seconds, 6)}
+            if not game.over:
+                meta["unfinished"] = f"stopped at max_pills={max_pills}"
+            record = game.record(**meta)
+            records[slot.spec.number] = record
+            if on_finish is not None:
+                on_finish(record, slot.decisions)
+            bar.update(1)
+            return True
+
+        if isinstance(agent, SearchAgent) and isinstance(agent.evaluator, AsyncEvaluator):
             half = max(1, lockstep // 2)
-            halves = [GameSlots(queue, half, records, rules), GameSlots(queue, max(1, lockstep - half), records, rules)]
-            _play_overlapped(agent, halves)
+            halves = [GameSlots(queue, width, new_game, ended, base_seed) for width in (half, max(1, lockstep - half))]
+            _play_overlapped(agent, agent.evaluator, halves)
         else:
-            slots = GameSlots(queue, lockstep, records, rules)
-            while slots.running:
+            slots = GameSlots(queue, lockstep, new_game, ended, base_seed)
+            while slots.running():
                 start = time.perf_counter()
                 decisions = agent.choose(slots.positions(), slots.seeds())
                 slots.apply(decisions, time.perf_counter() - start)
     return [records[s.number] for s in specs]
 
 
-def _play_overlapped(agent: SearchAgent, halves: list[GameSlots]) -> None:
+def _play_overlapped(agent: SearchAgent, device: AsyncEvaluator, halves: list[GameSlots]) -> None:
     """Two halves of the games take turns: one half's tree work overlaps the other's evaluation."""
-    engine = agent.evaluator
-    searchers = [Searcher(agent.config, engine, games=len(h.slots)) for h in halves]
-    while any(h.running for h in halves):
+    while any(h.running() for h in halves):
         start = time.perf_counter()
-        live = [i for i, h in enumerate(halves) if h.running]
+        live = [i for i, h in enumerate(halves) if h.running()]
         positions = {i: halves[i].positions() for i in live}
         seeds = {i: halves[i].seeds() for i in live}
-        for i in live:
-            searchers[i].start(positions[i], seeds[i])
-        tickets: dict[int, object] = {}
-        while tickets or not all(searchers[i].done for i in live):
-            for i in live:
-                if i in tickets:
-                    searchers[i].finish(engine.wait(tickets.pop(i)))  # type: ignore[union-attr]
-                if not searchers[i].done:
-                    batch = searchers[i].leaves()
-                    if batch is not None:
-                        tickets[i] = engine.submit(*batch)  # type: ignore[union-attr]
+        searches: dict[int, Steps] = {i: agent.config.steps(positions[i], seeds[i]) for i in live}
+        tickets = {i: device.submit(*next(searches[i])) for i in live}
+        results = {}
+        while tickets:
+            for i in list(tickets):
+                try:
+                    leaves = searches[i].send(device.wait(tickets.pop(i)))
+                    tickets[i] = device.submit(*leaves)
+                except StopIteration as done:
+                    results[i] = done.value
         seconds = (time.perf_counter() - start) / len(live)
         for i in live:
-            results = searchers[i].results()
-            decisions = [agent.decide(r, s, p.pills_used) for r, s, p in zip(results, seeds[i], positions[i])]
+            decisions = [agent.decide(r, s, p.pills_used) for r, s, p in zip(results[i], seeds[i], positions[i])]
             halves[i].apply(decisions, seconds)

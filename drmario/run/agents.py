@@ -29,10 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drmario.play.agents import Agent, GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
-from drmario.search.searcher import SearchConfig
+from drmario.run.kit import shipped_network
+from drmario.search.config import SearchConfig
+from drmario.search.network import GumbelSettings, PuctSettings
+from drmario.search.round0 import Round0Settings
 
 if TYPE_CHECKING:
-    from drmario.learn.net import Player
+    from drmario.learn.player import Player
 
 DEFAULT_SIMULATIONS = 100
 SEARCH_KINDS = ("mcts", "mcts-greedy", "net-mcts", "net-gumbel")
@@ -74,8 +77,6 @@ def resolve_checkpoint(source: str | Path) -> Path:
     data/networks/small.pt)."""
     path = Path(source)
     if not path.exists() and re.fullmatch(r"[\w-]+", str(source)):
-        from drmario.run.profiles import shipped_network
-
         return shipped_network(str(source))
     return path
 
@@ -93,10 +94,8 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
     if kind == "expert":
         return SearchAgent(SearchConfig(mode="expert"), name=name)
     if kind in ("mcts", "mcts-greedy"):
-        cfg = SearchConfig(
-            simulations=n, root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random"
-        )
-        return SearchAgent(cfg, name=name)
+        rollouts = Round0Settings(root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random")
+        return SearchAgent(SearchConfig(mode="round0", simulations=n, round0=rollouts), name=name)
     source = path or network
     if source is None:
         raise ValueError(f"agent {spec!r} needs a checkpoint: {kind}@PATH, or a network")
@@ -107,13 +106,18 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
 
         file = str(resolve_checkpoint(source))
         return DQNAgent.load(file, device=device) if kind == "dqn" else TDAgent.load(file)
-    from drmario.learn.net import Player, load_player
-    from drmario.learn.train import resolve_device
+    from drmario.learn.device import resolve_device
+    from drmario.learn.player import Player, load_player
 
     player = source if isinstance(source, Player) else load_player(resolve_checkpoint(source), resolve_device(device))
     if kind == "policy":
         return PolicyAgent(player, name=name)
-    cfg = SearchConfig(mode="gumbel" if kind == "net-gumbel" else "puct", simulations=n, dirichlet_fraction=0.0)
+    cfg = SearchConfig(  # no noise: evaluation plays the best move
+        mode="gumbel" if kind == "net-gumbel" else "puct",
+        simulations=n,
+        puct=PuctSettings(dirichlet_fraction=0.0),
+        gumbel=GumbelSettings(noise=0.0),
+    )
     return SearchAgent(cfg, player, name=name)
 
 
@@ -122,8 +126,8 @@ def make_agents(
 ) -> list[Agent]:
     """`make_agent` for each spec; the network (a checkpoint path) is loaded once for all of them."""
     if isinstance(network, (str, Path)) and any(parse_spec(s)[0] in NETWORK_KINDS for s in specs):
-        from drmario.learn.net import load_player
-        from drmario.learn.train import resolve_device
+        from drmario.learn.device import resolve_device
+        from drmario.learn.player import load_player
 
         network = load_player(resolve_checkpoint(network), resolve_device(device))
     return [make_agent(spec, network=network, device=device) for spec in specs]

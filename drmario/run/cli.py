@@ -83,7 +83,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     from drmario.engine.game import Game
     from drmario.play.lockstep import decision_seed
     from drmario.run.agents import make_agent
-    from drmario.search.searcher import Position
+    from drmario.search.core import Position
 
     agent = make_agent(args.agent, network=args.network, device=args.device)
     game = Game(args.seed, args.level, pill_mode=args.pills, stall_limit=args.stall_limit)
@@ -237,12 +237,12 @@ def settings_classes() -> dict[str, type[Settings]]:
     from drmario.learn.net import NetConfig
     from drmario.learn.train import TrainConfig
     from drmario.play.arena import EvalConfig
-    from drmario.play.loop import LoopConfig
+    from drmario.play.gate import GateConfig
     from drmario.play.selfplay import SelfPlayConfig
     from drmario.run.profiles import NOTEBOOKS
-    from drmario.search.searcher import SearchConfig
+    from drmario.search.config import SearchConfig
 
-    components = (SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, LoopConfig, DQNConfig, TDConfig)
+    components = (SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, GateConfig, DQNConfig, TDConfig)
     out: dict[str, type[Settings]] = {cls.__name__: cls for cls in components}
     out.update({nb.stem: nb.settings for nb in NOTEBOOKS.values()})
     out.update({section: nb.settings for section, nb in NOTEBOOKS.items()})

@@ -14,9 +14,9 @@ from typing import Any
 import pandas as pd
 
 from drmario.files import file_sha256, write_atomic
-from drmario.learn.net import load_net, read_checkpoint, save_net
+from drmario.learn.checkpoint import load_net, read_checkpoint, save_net
 from drmario.run.compare import numbered, rounds_table
-from drmario.run.pipeline import analysis_dir, checkpoint_path, train_dir
+from drmario.run.rounds import analysis_dir, checkpoint_path, train_dir
 
 PathLike = str | os.PathLike
 

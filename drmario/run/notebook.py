@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from drmario.files import parent_death_signal, write_atomic
-from drmario.run.pipeline import analysis_dir, child_env, round_dir, train_dir
+from drmario.run.pipeline import child_env
+from drmario.run.rounds import analysis_dir, round_dir, train_dir
+from drmario.search.core import Leaves
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from drmario.engine.game import GameRecord
-    from drmario.learn.net import Player
+    from drmario.engine.game import Game, GameRecord
+    from drmario.learn.player import Player
     from drmario.learn.train import TrainConfig, TrainResult
     from drmario.play.agents import Agent
     from drmario.play.arena import EvalConfig
@@ -187,23 +189,22 @@ def train_live(
 # Notebook helpers: agents, outcomes, errors
 
 
-def played_positions(records: Iterable[GameRecord]) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+def played_positions(records: Iterable[GameRecord]) -> tuple[Leaves, pd.DataFrame]:
     """Every decision of the finished games, with what really followed it, counted as the training
-    targets count them: cells uint8[N, 8, 16], pills uint8[N, 2], and a table (agent, game, seed,
+    targets count them: the positions (cells, pills, previews) and a table (agent, game, seed,
     level, step, won, cleared, duration, move_r, move_x, move_y)."""
     import pandas as pd
 
     from drmario.learn.examples import won_target
 
-    cells, pills, rows = [], [], []
+    positions, rows = [], []
     for rec in records:
         if rec.outcome is None:
             continue
         steps = list(rec.steps())
         later = np.cumsum([result.viruses_cleared for _, _, result in steps][::-1])[::-1]
         for i, (game, move, _) in enumerate(steps):
-            cells.append(game.board.cells)
-            pills.append((int(game.pill.left), int(game.pill.right)))
+            positions.append(game)
             rows.append(
                 {
                     "agent": rec.meta.get("agent", "?"),
@@ -219,35 +220,39 @@ def played_positions(records: Iterable[GameRecord]) -> tuple[np.ndarray, np.ndar
                     "move_y": move.y,
                 }
             )
-    if not rows:
-        return np.zeros((0, 8, 16), np.uint8), np.zeros((0, 2), np.uint8), pd.DataFrame(rows)
-    return np.stack(cells).astype(np.uint8), np.array(pills, np.uint8), pd.DataFrame(rows)
+    return _game_positions(positions), pd.DataFrame(rows)
 
 
-def record_positions(record: GameRecord) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of every decision of a game, finished or not: cells uint8[n, 8, 16], pills uint8[n, 2]."""
-    cells = [game.board.cells for game, _, _ in record.steps()]
-    pills = [(int(game.pill.left), int(game.pill.right)) for game, _, _ in record.steps()]
-    return np.array(cells, np.uint8).reshape(-1, 8, 16), np.array(pills, np.uint8).reshape(-1, 2)
+def _game_positions(games: Sequence[Game]) -> Leaves:
+    """The positions of games as arrays: cells uint8[n, 8, 16], pills and previews uint8[n, 2]."""
+    return Leaves(
+        np.array([g.board.cells for g in games], np.uint8).reshape(-1, 8, 16),
+        np.array([(g.pill.left, g.pill.right) for g in games], np.uint8).reshape(-1, 2),
+        np.array([(g.next_pill.left, g.next_pill.right) for g in games], np.uint8).reshape(-1, 2),
+    )
 
 
-def predict(player: Player, cells: np.ndarray, pills: np.ndarray):
+def record_positions(record: GameRecord) -> Leaves:
+    """The positions of every decision of a game, finished or not (cells, pills, previews)."""
+    return _game_positions([game for game, _, _ in record.steps()])
+
+
+def predict(player: Player, positions: Leaves):
     """The network at these positions with its moves masked to the legal ones (`search.Prediction`)."""
     from drmario.engine import kernels as K
 
+    cells, pills, previews = positions
     legal = np.zeros((len(cells), 4, K.WIDTH, K.HEIGHT), np.uint8)
     if len(cells):
         K.legal_masks_batch(np.ascontiguousarray(cells), np.ascontiguousarray(pills), legal)
-    return player.evaluate(cells, pills, legal.astype(bool))
+    return player.evaluate(cells, pills, previews, legal=legal.astype(bool))
 
 
-def network_errors(
-    player: Player, cells: np.ndarray, pills: np.ndarray, table: pd.DataFrame
-) -> tuple[pd.DataFrame, np.ndarray]:
+def network_errors(player: Player, positions: Leaves, table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """The network's predictions at played positions beside what followed (`played_positions`),
     with each value term of the loss per position (err_won, err_cleared, err_duration and their
     sum err_value). Returns (table, moves float[N, 4, 8, 16] masked to legal moves)."""
-    pred = predict(player, cells, pills)
+    pred = predict(player, positions)
     out = table.copy()
     out["pred_won"], out["pred_cleared"], out["pred_duration"] = pred.won, pred.cleared, pred.duration
     out["err_won"] = (out["pred_won"] - out["won"]) ** 2

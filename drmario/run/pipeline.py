@@ -39,7 +39,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -53,16 +53,19 @@ from drmario.files import (
     temp_path,
     write_atomic,
 )
+from drmario.run.kit import ROOT, kit_dir
 from drmario.run.profiles import (
     NOTEBOOKS,
     PATH_PARAMETERS,
-    ROOT,
+    PIPELINE_STAND_INS,
+    TrainNotebook,
     apply_overrides,
+    build,
     check_profile,
-    kit_dir,
     load_profile,
     section_of,
 )
+from drmario.run.rounds import GATE_FILE, analysis_dir, best_checkpoint, checkpoint_path, round_dir, train_dir
 
 RECORD = "pipeline.json"
 
@@ -74,24 +77,6 @@ class PipelineError(RunError):
 
 # ------------------------------------------------------------------------------------------------
 # The run directory
-
-
-def round_dir(run_dir: str | Path, round: int) -> Path:
-    """Self-play data of a round (round 0: without a network)."""
-    return Path(run_dir) / f"round{round}"
-
-
-def train_dir(run_dir: str | Path, round: int) -> Path:
-    """The training run after a round's data."""
-    return Path(run_dir) / f"train{round}"
-
-
-def analysis_dir(run_dir: str | Path, round: int) -> Path:
-    return Path(run_dir) / f"analysis{round}"
-
-
-def checkpoint_path(run_dir: str | Path, round: int) -> Path:
-    return train_dir(run_dir, round) / "checkpoints" / "latest.pt"
 
 
 def child_env() -> dict[str, str]:
@@ -157,19 +142,35 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
         name = f"{notebook}.ipynb" if k == 0 else f"{notebook}-round{k}.ipynb"
         return Step(notebook, k, books / name, params(section, **fixed), products)
 
+    stand_ins = {name: PIPELINE_STAND_INS[name] for name in NOTEBOOKS["train"].pipeline_sets}
+    training = build("train", {**profile.get("train", {}), **stand_ins}, devices=False)
+    assert isinstance(training, TrainNotebook)
     steps = [step("round0_data", 0, (round_dir(run_dir, 0) / "examples",))]
     for k in range(rounds):
-        if k > 0:
-            network = str(checkpoint_path(run_dir, k - 1))
-            steps.append(step("next_round", k, (round_dir(run_dir, k) / "examples",), round=k, network=network))
-        data = [str(round_dir(run_dir, j) / "examples") for j in range(k + 1)]  # every round's data so far
-        products = (checkpoint_path(run_dir, k), train_dir(run_dir, k) / "train_result.json")
-        steps.append(step("train", k, products, round=k, data=data))
+        if k > 0:  # network: the best so far, known once the rounds before are gated (`resolved`)
+            steps.append(step("next_round", k, (round_dir(run_dir, k) / "examples",), round=k, network=LATER))
+        window = range(1, k + 1) if not training.replay_rounds else range(max(1, k - training.replay_rounds + 1), k + 1)
+        data = [str(round_dir(run_dir, j) / "examples") for j in (0, *window)]
+        init = LATER if k > 0 and training.warm_start else None
+        folder = train_dir(run_dir, k)
+        products = (checkpoint_path(run_dir, k), folder / "train_result.json", folder / GATE_FILE)
+        steps.append(step("train", k, products, round=k, data=data, init=init))
         steps.append(step("analysis", k, (analysis_dir(run_dir, k) / "arena.csv",), round=k))
     if baselines:
-        last = str(checkpoint_path(run_dir, rounds - 1))
-        steps.append(step("baselines", 0, (run_dir / "baselines" / "arena.csv",), checkpoint=last))
+        steps.append(step("baselines", 0, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))
     return steps
+
+
+LATER = "<the best network so far, when the step starts>"  # a parameter `resolved` fills in
+
+
+def resolved(step: Step, rounds: int) -> Step:
+    """The step with its LATER parameters filled in from the run so far: the best network (the
+    newest promoted by its gate) of the rounds before it (for 05: of every round)."""
+    run_dir = step.parameters["run_dir"]
+    before = rounds if step.notebook == NOTEBOOKS["baselines"].stem else step.round
+    best = str(best_checkpoint(run_dir, before))
+    return replace(step, parameters={k: best if v == LATER else v for k, v in step.parameters.items()})
 
 
 def notebook_completed(path: str | Path) -> bool:
@@ -392,6 +393,7 @@ def run_pipeline(
             if step_done(step):
                 log(f"{where}: done already ({step.output})")
                 continue
+            step = resolved(step, rounds)
             log(f"{where}: running -> {step.output}")
             start = time.perf_counter()
             _execute(step, notebooks_dir, env, progress)

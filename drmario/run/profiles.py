@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import sysconfig
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -22,11 +21,14 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from drmario.baselines import DQNConfig, TDConfig
-from drmario.learn.train import TrainConfig, device_problem
+from drmario.learn.device import device_problem
+from drmario.learn.train import TrainConfig
 from drmario.play.arena import EvalConfig
+from drmario.play.gate import GateConfig
 from drmario.play.selfplay import SelfPlayConfig
 from drmario.run.agents import parse_spec
-from drmario.search.searcher import NO_NETWORK, SearchConfig
+from drmario.run.kit import profile_path
+from drmario.search.config import NO_NETWORK, SearchConfig
 from drmario.settings import (
     SettingInfo,
     Settings,
@@ -38,7 +40,6 @@ from drmario.settings import (
     type_text,
 )
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout, when the package runs from one
 RUN_DIR_DOC = "run directory (the pipeline sets it)"
 THREADS_DOC = "CPU threads for torch (0: every core); 1 is fastest for small networks"
 
@@ -75,11 +76,18 @@ class Round0Data(Settings):
 
 @dataclass(frozen=True)
 class TrainNotebook(Settings):
-    """02_train: training the network on every round's examples so far."""
+    """02_train: training the network on the rounds' examples, then the gate."""
 
     run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the network goes to {run_dir}/train{round}")
     round: int = setting(0, "the self-play round this training follows (names the folder train{round})", ge=0)
-    train: TrainConfig = setting(TrainConfig(), "the training run (data: every round's examples)")
+    train: TrainConfig = setting(TrainConfig(), "the training run (data: the rounds' examples)")
+    replay_rounds: int = setting(
+        0, "the pipeline trains on round 0's examples and this many newest self-play rounds' (0: every round)", ge=0
+    )
+    warm_start: bool = setting(
+        False, "the pipeline starts rounds after 0 from the best network so far (init), not from fresh weights"
+    )
+    gate: GateConfig = setting(GateConfig(), "the gate: the new network against the best so far", prefix=True)
     refresh_s: float = setting(2.0, "seconds between redraws of the live curves", ge=0.1, le=3600)
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
 
@@ -169,7 +177,7 @@ class Notebook(NamedTuple):
 # profile section -> notebook, in the order of the pipeline
 NOTEBOOKS: dict[str, Notebook] = {
     "round0_data": Notebook("01_round0_data", Round0Data, ("run_dir",)),
-    "train": Notebook("02_train", TrainNotebook, ("run_dir", "round", "data")),
+    "train": Notebook("02_train", TrainNotebook, ("run_dir", "round", "data", "init")),
     "analysis": Notebook("03_analysis", AnalysisNotebook, ("run_dir", "round")),
     "next_round": Notebook("04_next_round", NextRound, ("run_dir", "round", "network")),
     "baselines": Notebook("05_baselines", Baselines, ("run_dir", "checkpoint")),
@@ -260,7 +268,13 @@ def notebook_settings(stem: str, namespace: Mapping[str, Any]) -> Any:
 
 
 # Stand-ins for what the pipeline sets, to check a profile before there is a run directory.
-PIPELINE_STAND_INS = {"run_dir": "runs/profile-check", "round": 1, "data": ["round0/examples"], "network": "net.pt"}
+PIPELINE_STAND_INS = {
+    "run_dir": "runs/profile-check",
+    "round": 1,
+    "data": ["round0/examples"],
+    "network": "net.pt",
+    "init": None,
+}
 
 
 def check_profile(profile: Mapping[str, Any], devices: bool = True) -> None:
@@ -281,42 +295,6 @@ def check_profile(profile: Mapping[str, Any], devices: bool = True) -> None:
             problems += [f"{section}.{p}" for p in e.problems]
     if problems:
         raise SettingsError(f"profile {profile.get('name')!r}", problems)
-
-
-KIT_FOLDERS = {"networks": "data/networks"}  # where a kit folder is in a checkout, if not at the top
-
-
-def kit_dir(kind: str) -> Path:
-    """The kit's ``notebooks``, ``params`` or ``networks`` folder: the checkout's when this package runs from
-    one, else the installed copy (a wheel puts them in ``<prefix>/share/drmario-kit/``)."""
-    source = ROOT / KIT_FOLDERS.get(kind, kind)
-    if (ROOT / "pyproject.toml").is_file() and source.is_dir():
-        return source
-    installed = Path(sysconfig.get_path("data")) / "share" / "drmario-kit" / kind
-    if installed.is_dir():
-        return installed
-    raise FileNotFoundError(f"the kit's {kind}/ folder is neither in a checkout ({source}) nor installed ({installed})")
-
-
-def shipped_network(name: str = "small") -> Path:
-    """A network shipped with the kit (``data/networks/NAME.pt``, its card beside it)."""
-    path = kit_dir("networks") / f"{name}.pt"
-    if not path.is_file():
-        raise FileNotFoundError(f"no shipped network {path}")
-    return path
-
-
-def profile_path(name: str | Path) -> Path:
-    """A profile file: a path, or the name of one of the kit's profiles (``ci``, ``cpu``, ``gpu``)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    if path.suffix == "" and path.parent == Path("."):
-        shipped = kit_dir("params") / f"{name}.yaml"
-        if shipped.is_file():
-            return shipped
-    kits = ", ".join(sorted(p.stem for p in kit_dir("params").glob("*.yaml")))
-    raise FileNotFoundError(f"no profile {name!r}: give a YAML file or one of the kit's profiles: {kits}")
 
 
 def load_profile(path: str | Path) -> dict[str, Any]:

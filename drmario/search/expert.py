@@ -8,19 +8,27 @@ below every evaluation (`WIN_NOW` > `WIN_NEXT` > evaluations > `LOSS_NEXT` > `LO
 
 The weights are tuned by ``bench/tune_expert.py`` (on training seeds only) and loaded from
 ``expert_weights.json`` next to this file (`load_weights`); `DEFAULT_WEIGHTS` are only the tuner's
-starting point. The search uses it as ``SearchConfig(mode="expert")`` (the arena's ``expert``), as
-the round-0 teacher, and, at depth 1, as a rollout policy.
+starting point. `expert_search` is the search mode ``expert`` (the arena's ``expert``, the round-0
+teacher, the labeller of DAgger positions); at depth 1 it is also a rollout policy.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from numba import njit
 
 from drmario.engine import kernels as K
+from drmario.engine.board import Move
+from drmario.engine.rules import MOVES_SHAPE, symmetrize
+from drmario.search.core import Position, SearchResult
+from drmario.settings import Settings, setting
 
 # Feature order of the weight vector. Every feature is a count on the settled board; its weight
 # carries the sign (negative = bad).
@@ -75,12 +83,29 @@ EVAL_CLAMP = 1e8
 CAPPED, WON, TOPPED_OUT = K.RUNNING, K.WON, K.TOPPED_OUT
 
 
+@dataclass(frozen=True)
+class ExpertSettings(Settings):
+    """The expert's settings."""
+
+    depth: Literal[1, 2] = setting(2, "2: the pill and the preview (when known); 1: the pill alone")
+    temperature: float = setting(
+        0.0, "the target is softmax(score / T) over the moves; 0: uniform over the tied best moves", ge=0
+    )
+    weights: str | None = setting(None, "a weights JSON (bench/tune_expert.py); None: the tuned ones")
+
+
 def load_weights(path: str | Path | None = None) -> np.ndarray:
-    """The tuned weights from the tuner's JSON file (``{"features": [...], "weights": [...]}``)."""
-    data = json.loads(Path(path or WEIGHTS_FILE).read_text())
+    """The tuned weights from the tuner's JSON file (``{"features": [...], "weights": [...]}``); a
+    copy, read once per path."""
+    return _read_weights(str(path or WEIGHTS_FILE)).copy()
+
+
+@functools.cache
+def _read_weights(path: str) -> np.ndarray:
+    data = json.loads(Path(path).read_text())
     names, values = data["features"], data["weights"]
     if tuple(names) != FEATURES:
-        raise ValueError(f"{path or WEIGHTS_FILE}: features {names} are not this evaluator's {list(FEATURES)}")
+        raise ValueError(f"{path}: features {names} are not this evaluator's {list(FEATURES)}")
     return np.asarray(values, np.float64)
 
 
@@ -287,7 +312,7 @@ def _line_through(board, x, y):
 
 
 @njit(cache=True)
-def place(board, a, b, r, x, y):
+def place_quick(board, a, b, r, x, y):
     """`kernels.place_and_resolve` without the resolve pass when the pill makes no line (nothing
     can clear then): the same board, viruses cleared returned. In place."""
     K.write_pill(board, a, b, r, x, y)
@@ -317,7 +342,7 @@ def expert_scores(cells, a, b, pa, pb, weights, moves, scores):
     left0 = K.count_viruses(cells)
     for j in range(n):
         b1[:] = cells
-        left1 = left0 - place(b1, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
+        left1 = left0 - place_quick(b1, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
         if left1 == 0:
             scores[j] = WIN_NOW
             continue
@@ -331,7 +356,7 @@ def expert_scores(cells, a, b, pa, pb, weights, moves, scores):
         best = LOSS_NEXT + _evaluate(b1, weights, scratch, f)  # every preview placement tops out
         for k in range(m):
             b2[:] = b1
-            left2 = left1 - place(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
+            left2 = left1 - place_quick(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
             if left2 == 0:
                 best = WIN_NEXT
                 break
@@ -405,3 +430,58 @@ def play_games(starts, pills, weights, depth, game_seeds, max_pills, out):
     for i in range(starts.shape[0]):
         o, c, p = play_game(starts[i], pills[i], weights, depth, game_seeds[i], max_pills, record)
         out[i, 0], out[i, 1], out[i, 2] = o, c, p
+
+
+# ----------------------------------------------------------------------------------------------
+# The search mode
+
+
+def expert_target(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """The expert's moves target from its scores float[n]: softmax(score / T), or at T = 0 the
+    tied best moves (within 1e-9) sharing the mass equally."""
+    if temperature > 0:
+        w = np.exp((scores - scores.max()) / temperature)
+    else:
+        w = (scores >= scores.max() - 1e-9).astype(np.float64)
+    return w / w.sum()
+
+
+def expert_search(
+    positions: Sequence[Position],
+    seeds: Sequence[int],
+    *,
+    depth: int = 2,
+    temperature: float = 0.0,
+    weights: str | Path | None = None,
+) -> list[SearchResult]:
+    """The expert's choice in each position: every move's score (depth 2 over the preview when it is
+    known), the best move (ties broken by the seed), and a sharp target (`expert_target`). Not a
+    tree search: visits are 0, the values are its scores."""
+    w = load_weights(weights)
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    scores = np.empty(K.MAX_MOVES)
+    out = []
+    for pos, seed in zip(positions, seeds):
+        known = depth >= 2 and pos.preview is not None
+        pa, pb = (int(pos.preview.left), int(pos.preview.right)) if known else (0, 0)  # type: ignore[union-attr]
+        n = expert_scores(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, scores)
+        if n == 0:
+            raise ValueError("a spawn cell is occupied, so there is no move to choose")
+        best = K.argmax_ties(scores, n, np.array([seed | 1], np.uint64))
+        rows = moves[:n].astype(np.intp)
+        dense = np.zeros(MOVES_SHAPE, np.float32)
+        dense[rows[:, 0], rows[:, 1], rows[:, 2]] = expert_target(scores[:n], temperature)
+        listed = [Move(*m) for m in moves[:n].tolist()]
+        out.append(
+            SearchResult(
+                pill=pos.pill,
+                moves=listed,
+                prior=np.full(n, 1.0 / n),
+                visits=np.zeros(n),
+                value=scores[:n].copy(),
+                target=symmetrize(dense, pos.pill.same_colour),
+                best=listed[best],
+                simulations=0,
+            )
+        )
+    return out

@@ -26,7 +26,7 @@ from drmario.engine.rules import canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
 from drmario.play.agents import Agent, Decision
 from drmario.play.lockstep import decision_seed
-from drmario.search.searcher import Position
+from drmario.search.core import Position
 from drmario.viz.boards import ORIENTATION, html_row, move_heatmap
 from drmario.viz.outcomes import outcome_text
 from drmario.viz.views import HTMLView, Panel, ipywidgets_or_none

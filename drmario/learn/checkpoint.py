@@ -1,0 +1,138 @@
+"""The checkpoint format: torch files with a content digest, read back into a network.
+
+A checkpoint is a dict saved with ``torch.save``: at least ``net_config`` (a `NetConfig` dict) and
+``model`` (the state dict); a training checkpoint adds the optimiser, schedule, step and RNG states
+(`train`). Every file the kit writes carries ``sha256``, the digest of its content (`state_digest`),
+checked when it is read, so a flipped byte is found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+
+from drmario.files import atomic_file
+from drmario.learn.encode import DESIGN_PLANES
+from drmario.learn.net import DrMarioNet, NetConfig
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read or does not fit the network asked for."""
+
+
+DIGEST = "sha256"  # the checkpoint key holding the content digest
+
+
+def state_digest(state: object) -> str:
+    """SHA-256 of a checkpoint's content: every tensor's dtype, shape and bytes, and every other
+    value's repr, walked in key order (so it is stable across saves and loads)."""
+    h = hashlib.sha256()
+
+    def walk(value: object) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            for key in sorted(value, key=repr):
+                if key != DIGEST:
+                    h.update(repr(key).encode())
+                    walk(value[key])
+        elif isinstance(value, (list, tuple)):
+            h.update(f"L{len(value)}".encode())
+            for item in value:
+                walk(item)
+        else:
+            h.update(repr(value).encode())
+
+    walk(state)
+    return h.hexdigest()
+
+
+def save_checkpoint(path: str | Path, state: dict) -> Path:
+    """torch.save state, with its content digest (`state_digest`), to path atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, "wb") as f:
+        torch.save({**state, DIGEST: state_digest(state)}, f)
+    return path
+
+
+def load_file(path: str | Path) -> object:
+    """torch.load onto the CPU, weights only (no code runs), and check the content digest if the
+    file has one. FileNotFoundError if path is missing; CheckpointError naming the file if it is
+    truncated or corrupted (a flipped byte in a weight changes the digest)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types for damaged files
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read (truncated or corrupted?): {type(e).__name__}: {e}"
+        ) from e
+    if isinstance(state, dict) and DIGEST in state:
+        saved = state.pop(DIGEST)
+        if saved != state_digest(state):
+            raise CheckpointError(f"checkpoint {path} is corrupted: its content does not match its sha256 digest")
+    return state
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    """A network checkpoint dict (`load_file`); CheckpointError if the file holds something else."""
+    state = load_file(path)
+    if not isinstance(state, dict) or "model" not in state or "net_config" not in state:
+        keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"checkpoint {path} is not a drmario network checkpoint (found {keys})")
+    return state
+
+
+def checkpoint_config(state: dict, path: str | Path = "checkpoint") -> NetConfig:
+    """The network configuration a checkpoint was saved with. A checkpoint made before the preview
+    planes existed has no ``planes`` and was built with the design's 18."""
+    try:
+        return NetConfig.from_dict({"planes": DESIGN_PLANES, **state["net_config"]})
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path}: bad network configuration: {e}") from e
+
+
+def load_state(net: DrMarioNet, state_dict: dict, path: str | Path, saved: NetConfig | None = None) -> None:
+    """net.load_state_dict with an error that names the file and lists what does not fit."""
+    own = net.state_dict()
+    missing = [k for k in own if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in own]
+    shapes = [
+        f"{k} {tuple(state_dict[k].shape)} vs {tuple(v.shape)}"
+        for k, v in own.items()
+        if k in state_dict and tuple(state_dict[k].shape) != tuple(v.shape)
+    ]
+    if missing or unexpected or shapes:
+        parts = []
+        if saved is not None and saved != net.cfg:
+            a, b = saved.to_dict(), net.cfg.to_dict()
+            diff = ", ".join(f"{k}={a[k]!r} (this network: {b[k]!r})" for k in a if a[k] != b[k])
+            parts.append(f"it was saved from another configuration: {diff}")
+        for label, items in (("shape mismatches (saved vs this)", shapes), ("missing", missing)):
+            if items:
+                parts.append(f"{len(items)} {label}: {', '.join(items[:4])}{', ...' if len(items) > 4 else ''}")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected: {', '.join(unexpected[:4])}{', ...' * (len(unexpected) > 4)}")
+        raise CheckpointError(f"checkpoint {path} does not fit this network: " + "; ".join(parts))
+    net.load_state_dict(state_dict)
+
+
+def save_net(net: DrMarioNet, path: str | Path) -> Path:
+    """Write the network alone (its config and weights) in the checkpoint format."""
+    return save_checkpoint(path, {"net_config": net.cfg.to_dict(), "model": net.state_dict()})
+
+
+def load_net(path: str | Path, cfg: NetConfig | None = None) -> DrMarioNet:
+    """A network (CPU, eval mode) from a checkpoint, built from its stored config, or from cfg to
+    insist on a configuration (a mismatch is a CheckpointError listing the differences)."""
+    state = read_checkpoint(path)
+    saved = checkpoint_config(state, path)
+    net = DrMarioNet(cfg or saved)
+    load_state(net, state["model"], path, saved)
+    return net.eval()

@@ -1,0 +1,32 @@
+"""Which torch device a setting names, and whether this machine has it."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def device_problem(name: str) -> str | None:
+    """Why a device setting cannot run here ("cuda:7" on a machine with one GPU), or None."""
+    if name == "auto":
+        return None
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        return "not a torch device (auto, cpu, cuda or cuda:N)"
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            return "this machine has no CUDA GPU (use cpu, or auto)"
+        if device.index is not None and device.index >= count:
+            return f"this machine has {count} CUDA GPU(s): cuda:0 to cuda:{count - 1}"
+    elif device.type != "cpu":
+        return f"device type {device.type!r} is not supported (auto, cpu, cuda or cuda:N)"
+    return None

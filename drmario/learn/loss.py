@@ -1,0 +1,50 @@
+"""The design's loss (design note 000): one term per output, each a batch mean, plus the
+regulariser; every term is logged on its own by the trainer."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from drmario.learn.net import NetConfig, NetOutput
+
+LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "total")
+COUNT_SCALE = 100.0  # the scale of cleared and duration errors with count_error = "scaled"
+
+
+def weight_norm2(net: nn.Module) -> torch.Tensor:
+    """||parameters||^2 over every parameter (the design's regulariser names no exceptions)."""
+    return torch.stack([p.float().square().sum() for p in net.parameters()]).sum()
+
+
+def loss_terms(
+    out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = None, *, reg_grad: bool = True
+) -> dict[str, torch.Tensor]:
+    """The design's loss, each term a batch mean (a scalar tensor), plus "reg" and "total".
+
+    batch: a `dataset.Batch` (won, cleared, duration float[B], moves float[B, 4, 8, 16]).
+    won: (w - ŵ)^2; cleared: ((c - ĉ) / max(c, 1))^2; duration: likewise (or both over COUNT_SCALE
+    with cfg.count_error = "scaled"); moves: -Σ m·log m̂;
+    reg: c ||θ||^2 of net (0 without net). reg_grad=False detaches reg (the regulariser is then
+    applied by the optimiser as weight decay, and reg is only reported); total = sum of all five.
+    """
+    won = (out.won - batch.won).square()
+    if cfg.count_error == "relative":
+        cleared = ((out.cleared - batch.cleared) / batch.cleared.clamp(min=1)).square()
+        duration = ((out.duration - batch.duration) / batch.duration.clamp(min=1)).square()
+    else:
+        cleared = ((out.cleared - batch.cleared) / COUNT_SCALE).square()
+        duration = ((out.duration - batch.duration) / COUNT_SCALE).square()
+    # where(): a zero target times a -inf log (masked slot) is 0, not NaN (a NaN target stays NaN)
+    moves = -torch.where(batch.moves != 0, batch.moves * out.log_moves, 0.0).sum(dim=(1, 2, 3))
+    terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
+    if net is None:
+        reg = torch.zeros((), device=out.won.device)
+    elif reg_grad:
+        reg = cfg.reg * weight_norm2(net)
+    else:
+        with torch.no_grad():
+            reg = cfg.reg * weight_norm2(net)
+    terms["reg"] = reg
+    terms["total"] = terms["won"] + terms["cleared"] + terms["duration"] + terms["moves"] + reg
+    return terms

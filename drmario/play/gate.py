@@ -1,0 +1,152 @@
+"""The gate of the AlphaZero loop: a new network replaces the best one so far only if it plays at
+least as well on the same fixed games.
+
+Both networks play the same gating games (training seeds kept for gating, `level.GATING_SEEDS`:
+self-play never plays them, and evaluation never uses them either), as the same agent (the network
+alone by default, `GateConfig.agent`). The comparison is paired, game by game:
+
+- **wins**: McNemar's exact test on the games one network won and the other lost;
+- **pills per virus**: on the games both won, the mean of the per-game difference, with a paired
+  bootstrap 95% interval and a one-sided sign-flip (permutation) test of "the new one uses more".
+
+The new network is promoted when it wins at least as many games and does not use significantly
+more pills per virus (one-sided p < `alpha`). Round 0's network has nothing to beat and is promoted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from drmario.engine.game import GameRecord
+from drmario.engine.level import GATING_SEEDS, MAX_LEVEL
+from drmario.play.agents import Agent
+from drmario.play.lockstep import GameSpec, play_lockstep
+from drmario.settings import Settings, setting
+
+
+@dataclass(frozen=True)
+class GateConfig(Settings):
+    """The gate: which games, which agent, how sure."""
+
+    agent: str = setting("policy", "the agent both networks play as: policy (alone), net-mcts-N or net-gumbel-N")
+    levels: list[int] = setting([15, 20], "levels of the gating games", ge=0, le=MAX_LEVEL)
+    games_per_level: int = setting(50, "gating games at each level", ge=1, le=4096)
+    seed: int = setting(0, "fixes the gating games (drawn from the gating seeds)", ge=0)
+    max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a loss", ge=1)
+    lockstep: int = setting(50, "games played at once", ge=1, le=4096)
+    alpha: float = setting(0.05, "one-sided significance of 'the new network uses more pills per virus'", gt=0, lt=1)
+
+    def check(self) -> list[str]:
+        return [] if self.levels else ["levels = []: expected at least one level"]
+
+    def games(self) -> list[GameSpec]:
+        """The fixed gating games: per level, distinct gating seeds drawn with `seed`."""
+        rng = np.random.default_rng([self.seed, 4])
+        specs: list[GameSpec] = []
+        for level in self.levels:
+            for s in rng.choice(GATING_SEEDS, self.games_per_level, replace=False):
+                specs.append(GameSpec(len(specs), int(s), int(level)))
+        return specs
+
+
+@dataclass
+class GateResult:
+    """The paired comparison of a new network with the best one so far, and the decision."""
+
+    promoted: bool
+    reason: str
+    games: int
+    new_wins: int
+    old_wins: int
+    new_only: int  # games the new network won and the old one lost
+    old_only: int
+    wins_p: float  # McNemar's exact two-sided p on new_only vs old_only
+    both_won: int  # games both won (the pills-per-virus comparison)
+    new_ppv: float  # pills per virus on those games
+    old_ppv: float
+    ppv_diff: float  # mean per-game difference new - old (negative: the new one uses fewer)
+    ppv_diff_low: float  # paired bootstrap 95% interval
+    ppv_diff_high: float
+    ppv_worse_p: float  # one-sided sign-flip p of "the new one uses more pills per virus"
+
+    def to_dict(self) -> dict:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """McNemar's exact test: the two-sided binomial p of b against c discordant pairs (p = 1/2)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def sign_flip_p(diffs: np.ndarray, seed: int = 0, rounds: int = 20000) -> float:
+    """One-sided p of mean(diffs) > 0 under random signs (a paired permutation test)."""
+    if len(diffs) == 0:
+        return 1.0
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(rounds, len(diffs)))
+    null = (signs * np.abs(diffs)).mean(axis=1)
+    return float((np.sum(null >= diffs.mean() - 1e-12) + 1) / (rounds + 1))
+
+
+def bootstrap_interval(values: np.ndarray, seed: int = 0, rounds: int = 5000) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of the mean of values (NaN, NaN when empty)."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(rounds, len(values)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def compare(new: Sequence[GameRecord], old: Sequence[GameRecord], alpha: float = 0.05) -> GateResult:
+    """The paired comparison of two networks' records of the same games (in the same order)."""
+    if [(r.seed, r.level) for r in new] != [(r.seed, r.level) for r in old]:
+        raise ValueError("the two networks' records are not of the same games in the same order")
+    new_won = np.array([r.outcome == "won" for r in new])
+    old_won = np.array([r.outcome == "won" for r in old])
+    both = new_won & old_won
+    viruses = np.array([max(r.viruses_cleared, 1) for r in new], np.float64)
+    new_ppv = np.array([r.pills_used for r in new], np.float64) / viruses
+    old_ppv = np.array([r.pills_used for r in old], np.float64) / viruses
+    diffs = (new_ppv - old_ppv)[both]
+    low, high = bootstrap_interval(diffs)
+    worse_p = sign_flip_p(diffs)
+    b, c = int((new_won & ~old_won).sum()), int((old_won & ~new_won).sum())
+    wins_ok = new_won.sum() >= old_won.sum()
+    ppv_ok = worse_p >= alpha
+    if wins_ok and ppv_ok:
+        reason = "wins at least as many games and does not use significantly more pills per virus"
+    elif not wins_ok:
+        reason = f"wins fewer games ({int(new_won.sum())} against {int(old_won.sum())})"
+    else:
+        reason = f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
+    return GateResult(
+        promoted=bool(wins_ok and ppv_ok),
+        reason=reason,
+        games=len(new),
+        new_wins=int(new_won.sum()),
+        old_wins=int(old_won.sum()),
+        new_only=b,
+        old_only=c,
+        wins_p=mcnemar_p(b, c),
+        both_won=int(both.sum()),
+        new_ppv=float(new_ppv[both].mean()) if both.any() else float("nan"),
+        old_ppv=float(old_ppv[both].mean()) if both.any() else float("nan"),
+        ppv_diff=float(diffs.mean()) if len(diffs) else float("nan"),
+        ppv_diff_low=low,
+        ppv_diff_high=high,
+        ppv_worse_p=worse_p,
+    )
+
+
+def play_gate(agent: Agent, cfg: GateConfig) -> list[GameRecord]:
+    """One network's records of the gating games (NES rules: no stalemate)."""
+    return play_lockstep(agent, cfg.games(), lockstep=cfg.lockstep, max_pills=cfg.max_pills)

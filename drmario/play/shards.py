@@ -1,0 +1,152 @@
+"""The files of a self-play run, and their integrity.
+
+A run directory holds ``selfplay.json`` (the settings) and, per shard of games, under ``examples/``:
+``shard-NNNNNN.jsonl.gz`` (the examples) and its ``.meta.json`` sidecar (settings, code version,
+and one entry per game: index, seed, level, outcome, first line, count); and under ``records/``:
+``shard-NNNNNN.jsonl`` (the game records, for replay).
+
+A finished shard is sealed (`seal`): its sidecar gets the sha256 of the examples file, of the
+records file, and of the sidecar's own content, so a changed byte in any of the three (a game
+index included) is found. On resume, a shard that does not match (cut short, changed) is not
+trusted: its files are moved aside (``*.damaged``) and its games are played again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from drmario.engine.game import GameRecord
+from drmario.files import file_sha256, write_atomic
+from drmario.learn.example_files import decode_file, read_sidecar, sidecar_path
+
+SHARDS = "examples"
+RECORDS = "records"
+SIDECAR_KEY = "sidecar"  # the sha256 entry that covers the sidecar itself
+
+
+def shard_path(run_dir: Path, first: int) -> Path:
+    """The examples file of the shard whose first game is `first`."""
+    return run_dir / SHARDS / f"shard-{first:06d}.jsonl.gz"
+
+
+def records_path(shard: Path) -> Path:
+    return shard.parent.parent / RECORDS / shard.name.replace(".jsonl.gz", ".jsonl")
+
+
+def shard_files(shard: Path) -> dict[str, Path]:
+    return {"examples": shard, "records": records_path(shard)}
+
+
+def _content_digest(side: dict) -> str:
+    """sha256 of a sidecar's content, its own digest left out (canonical JSON)."""
+    content = dict(side)
+    sums = dict(content.pop("sha256", None) or {})
+    sums.pop(SIDECAR_KEY, None)
+    if sums:
+        content["sha256"] = sums
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def seal(shard: Path) -> None:
+    """Add the sha256 of the shard's examples and records files, and of the sidecar's content, to
+    its sidecar (written last: a shard cut before this is checked by reading it whole,
+    `shard_problem`)."""
+    side = read_sidecar(shard) or {}
+    side["sha256"] = {kind: file_sha256(path) for kind, path in shard_files(shard).items()}
+    side["sha256"][SIDECAR_KEY] = _content_digest(side)
+    write_atomic(sidecar_path(shard), json.dumps(side, indent=1) + "\n")
+
+
+def shard_problem(shard: str | Path) -> str | None:
+    """What is wrong with a written shard, or None if it can be trusted: its files and its sidecar
+    must match the sha256 in its sidecar; a shard without them (cut off before its sidecar was
+    sealed) must read whole, with the example and game counts its sidecar says."""
+    shard = Path(shard)
+    try:
+        side = read_sidecar(shard)
+    except ValueError as e:
+        return str(e)
+    if side is None:
+        return f"{sidecar_path(shard)} is missing"
+    files = shard_files(shard)
+    sums = side.get("sha256")
+    if isinstance(sums, dict):
+        if sums.get(SIDECAR_KEY) != _content_digest(side):
+            return f"{sidecar_path(shard)} does not match its own sha256 (changed)"
+        for kind, path in files.items():
+            if not path.is_file():
+                return f"{path} is missing"
+            if file_sha256(path) != sums.get(kind):
+                return f"{path} does not match the sha256 in {sidecar_path(shard).name} (cut short or changed)"
+        return None
+    try:
+        _, report = decode_file(shard, "skip")
+        games = len(files["records"].read_text().splitlines()) if files["records"].is_file() else None
+    except (OSError, ValueError) as e:
+        return f"{shard} cannot be read: {e}"
+    if report.skipped or report.examples != side.get("examples"):
+        expected = side.get("examples")
+        return f"{shard} reads {report.examples} examples ({report.skipped} bad lines); its sidecar says {expected}"
+    if games != len(side.get("games", [])):
+        return f"{files['records']} holds {games} game records, the sidecar lists {len(side.get('games', []))} games"
+    return None
+
+
+def _listed_games(shard: Path) -> list[int]:
+    """The game indices a shard's sidecar lists ([] when it cannot be read)."""
+    try:
+        return [int(g["index"]) for g in (read_sidecar(shard) or {}).get("games", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+def _recorded_games(shard: Path) -> list[int]:
+    """The game indices in a shard's records file ([] when it cannot be read)."""
+    try:
+        lines = records_path(shard).read_text().splitlines()
+        return [int(GameRecord.from_json(line).meta["index"]) for line in lines if line.strip()]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -> list[str]:
+    """Check every shard in run_dir (`shard_problem`); move the files of a damaged one aside
+    (``<name>.damaged``), so that its games are played again (the games no intact shard lists).
+    Returns the names of the shards set aside."""
+    damaged = []
+    for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
+        problem = shard_problem(shard)
+        if problem is None:
+            continue
+        games = _recorded_games(shard) or _listed_games(shard)
+        for path in (*shard_files(shard).values(), sidecar_path(shard)):
+            if path.exists():
+                os.replace(path, path.with_name(path.name + ".damaged"))
+        count = f"its {len(games)} game(s) are" if games else "its games are"
+        log(f"{shard.name} is damaged: {problem}; {count} played again (old files: *.damaged)")
+        damaged.append(shard.name)
+    return damaged
+
+
+def done_games(run_dir: str | Path) -> set[int]:
+    """Indices of the games already written in run_dir, from the sidecars of the shards present
+    (a shard's data file is renamed into place after its sidecar, so both are complete)."""
+    done: set[int] = set()
+    for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
+        done.update(_listed_games(shard))
+    return done
+
+
+def read_records(run_dir: str | Path) -> list[GameRecord]:
+    """Every game record written in run_dir, in game order."""
+    records = []
+    for path in sorted((Path(run_dir) / RECORDS).glob("shard-*.jsonl")):
+        if not shard_path(Path(run_dir), int(path.name[6:12])).exists():
+            continue  # an interrupted shard: its examples were never written
+        with open(path) as f:
+            records += [GameRecord.from_json(line) for line in f if line.strip()]
+    return sorted(records, key=lambda r: r.meta["index"])

@@ -1,0 +1,87 @@
+"""One settings object for whichever search a run uses, and the one place a mode picks its function.
+
+Each algorithm is its own function with keyword-only settings: `expert.expert_search`,
+`round0.round0_search`, `network.puct_search` and `network.gumbel_search`. `SearchConfig` holds the
+settings of all four (each algorithm's in its own section) so that self-play, profiles and the
+command line can name a search by its ``mode``; `SearchConfig.run` calls the mode's function with
+exactly the settings it reads.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from drmario.engine.game import Game
+from drmario.search.core import Evaluator, Position, SearchResult, Steps, pill_probs_problems, run
+from drmario.search.expert import ExpertSettings, expert_search
+from drmario.search.network import GumbelSettings, PuctSettings, gumbel_steps, puct_steps
+from drmario.search.round0 import Round0Settings, round0_search
+from drmario.search.utility import Utility
+from drmario.settings import Settings, setting
+
+Mode = Literal["expert", "round0", "puct", "gumbel"]
+NO_NETWORK = ("expert", "round0")  # the modes that need no evaluator
+
+
+@dataclass(frozen=True)
+class SearchConfig(Settings):
+    """The search that chooses every move of a run (recorded with the examples it makes)."""
+
+    mode: Mode = setting(
+        "round0", "expert: the depth-2 heuristic search; round0: MCTS with rollouts; puct or gumbel: with a network"
+    )
+    simulations: int = setting(200, "simulations per decision (round 0: after the root evaluation)", ge=0, le=10**6)
+    pill_probs: tuple[float, ...] | None = setting(
+        None, "probabilities of the 9 next pills (r, y, b order of the left then right half); None: uniform", ge=0
+    )
+    utility: Utility = setting(Utility(), "how the tree searches value a finished game", prefix=True)
+    expert: ExpertSettings = setting(ExpertSettings(), "mode expert", prefix=True)
+    round0: Round0Settings = setting(Round0Settings(), "mode round0")
+    puct: PuctSettings = setting(PuctSettings(), "mode puct")
+    gumbel: GumbelSettings = setting(GumbelSettings(), "mode gumbel", prefix=True)
+
+    def check(self) -> list[str]:
+        return pill_probs_problems(self.pill_probs)
+
+    @property
+    def needs_network(self) -> bool:
+        return self.mode not in NO_NETWORK
+
+    def _function(self) -> Callable[..., Any]:
+        """The mode's function with this config's settings bound."""
+        tree: dict[str, Any] = {"simulations": self.simulations, "utility": self.utility, "pill_probs": self.pill_probs}
+        functions: dict[str, Callable[..., Any]] = {
+            "expert": functools.partial(expert_search, **self.expert.to_dict()),
+            "round0": functools.partial(round0_search, **tree, **self.round0.to_dict()),
+            "puct": functools.partial(puct_steps, **tree, **self.puct.to_dict()),
+            "gumbel": functools.partial(gumbel_steps, **tree, **self.gumbel.to_dict()),
+        }
+        return functions[self.mode]
+
+    def steps(self, positions: Sequence[Position], seeds: Sequence[int]) -> Steps:
+        """A network search (puct, gumbel) as `core.Steps`, to drive with an evaluator."""
+        if not self.needs_network:
+            raise ValueError(f"search mode {self.mode!r} needs no evaluator: call run()")
+        return self._function()(positions, seeds)
+
+    def run(
+        self, positions: Sequence[Position], seeds: Sequence[int], evaluator: Evaluator | None = None
+    ) -> list[SearchResult]:
+        """Search each position (seeds make each search reproducible on its own)."""
+        if not self.needs_network:
+            return self._function()(positions, seeds)
+        if evaluator is None:
+            raise ValueError(f"search mode {self.mode!r} needs an evaluator (a network)")
+        return run(self.steps(positions, seeds), evaluator)
+
+
+def search(
+    position: Position | Game, config: SearchConfig, evaluator: Evaluator | None = None, seed: int = 0
+) -> SearchResult:
+    """Search one position (a convenience over `SearchConfig.run`); a `Game` is taken as its position."""
+    if isinstance(position, Game):
+        position = Position.of(position)
+    return config.run([position], [seed], evaluator)[0]

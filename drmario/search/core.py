@@ -1,0 +1,167 @@
+"""What every search shares: the position it sees, the evaluator it may call, and its result.
+
+A search sees a `Position`: the board, the pill to place, the NES preview (the next pill, which
+the game shows), the stall rule's state and the pills used so far; never a game's later pills.
+
+Searches with a network are written as generators (`Steps`): each yields the positions it needs
+evaluated (`Leaves`, one batch for the leaves of all its games), receives the evaluator's
+`Prediction` for them, and returns its results. `run` drives one with an `Evaluator`; the lockstep
+driver (`play.lockstep`) interleaves two of them to overlap tree work with an asynchronous device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from drmario.engine import kernels as K
+from drmario.engine.board import Move, Pill
+from drmario.engine.game import Game
+from drmario.engine.rules import MOVES_SHAPE, symmetrize
+
+N_PILLS = 9  # ordered colour pairs: pill index 3 * (left - 1) + (right - 1)
+
+
+class Position(NamedTuple):
+    """What a player may know: the board, the pill to place, the stall rule's state (pills since a
+    virus was last cleared, and the game's stall limit, None without a stall rule), the NES preview
+    of the next pill (None: unknown), and how many pills the game has used."""
+
+    cells: np.ndarray  # uint8[8, 16]
+    pill: Pill
+    stall: int = 0
+    stall_limit: int | None = None
+    preview: Pill | None = None
+    pills_used: int = 0
+
+    @classmethod
+    def of(cls, game: Game) -> Position:
+        return cls(game.board.cells, game.pill, game.stall, game.stall_limit, game.next_pill, game.pills_used)
+
+
+class Prediction(NamedTuple):
+    """Evaluator outputs for N positions."""
+
+    won: np.ndarray  # float32[N] in [-1, 1]
+    cleared: np.ndarray  # float32[N] >= 0, viruses cleared from here to the end
+    duration: np.ndarray  # float32[N] >= 0, pills from here to the end
+    moves: np.ndarray  # float32[N, 4, 8, 16] move probabilities
+
+
+class Leaves(NamedTuple):
+    """Positions a search asks to be evaluated, N of them."""
+
+    cells: np.ndarray  # uint8[N, 8, 16]
+    pills: np.ndarray  # uint8[N, 2] (left, right) colours
+    previews: np.ndarray  # uint8[N, 2] the preview's colours
+
+
+class Evaluator(Protocol):
+    """Evaluates the leaves of many games in one call (a network, or rollouts)."""
+
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
+        """cells uint8[N, 8, 16], pills and previews uint8[N, 2] -> Prediction."""
+        ...
+
+
+@dataclass
+class SearchResult:
+    """The root of one search. n = legal moves."""
+
+    pill: Pill
+    moves: list[Move]  # the legal moves (canonical r for same-colour pills)
+    prior: np.ndarray  # float64[n] the network's policy at the root, before any noise (else uniform)
+    visits: np.ndarray  # float64[n] visits of each move
+    value: np.ndarray  # float64[n] each move's value: utility in [0, 1] (NaN if never visited); expert: its score
+    target: np.ndarray  # float32[4, 8, 16] the moves training target
+    best: Move  # the move the search plays at temperature 0
+    simulations: int  # simulations run (root evaluations not counted)
+
+    @property
+    def root_value(self) -> float:
+        visited = self.visits > 0
+        return float(np.sum(self.value[visited] * self.visits[visited]) / max(self.visits[visited].sum(), 1))
+
+    def target_probs(self) -> np.ndarray:
+        """float64[n]: the target's probability of each legal move (planes r and r + 2 together
+        for a same-colour pill)."""
+        r, x, y = (np.array([m[i] for m in self.moves], np.intp) for i in range(3))
+        return self.target[r, x, y].astype(np.float64) * (2 if self.pill.same_colour else 1)
+
+    def kl(self) -> float:
+        """KL(target || prior) in nats: how far the search moved from the network's policy (0: the
+        search added nothing; NaN without a network prior)."""
+        target, prior = self.target_probs(), self.prior
+        mass = target > 0
+        return float(np.sum(target[mass] * np.log(target[mass] / np.maximum(prior[mass], 1e-12))))
+
+    def table(self):
+        """The root moves as a pandas DataFrame (r, x, y, prior, visits, value, target)."""
+        import pandas as pd
+
+        r, x, y = (np.array([m[i] for m in self.moves], int) for i in range(3))
+        return pd.DataFrame(
+            {
+                "r": r,
+                "x": x,
+                "y": y,
+                "prior": self.prior,
+                "visits": self.visits,
+                "value": self.value,
+                "target": self.target_probs(),
+            }
+        )
+
+
+def dense_target(pill: Pill, moves: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """float32[4, 8, 16] from probabilities of the moves int8[n, 3] (a same-colour pill's mass is
+    split between r and r + 2)."""
+    dense = np.zeros(MOVES_SHAPE, np.float32)
+    r, x, y = np.asarray(moves, np.intp).T
+    dense[r, x, y] = probs / probs.sum()
+    return symmetrize(dense, pill.same_colour)
+
+
+Steps = Generator[Leaves, Prediction, list[SearchResult]]
+
+
+def run(steps: Steps, evaluator: Evaluator) -> list[SearchResult]:
+    """Drive a search written as `Steps` with an evaluator: evaluate each batch of leaves it yields
+    until it returns its results."""
+    try:
+        leaves = next(steps)
+        while True:
+            leaves = steps.send(evaluator.evaluate(*leaves))
+    except StopIteration as done:
+        return done.value
+
+
+def pill_probs_problems(probs: Sequence[float] | None) -> list[str]:
+    """The settings problem of a next-pill distribution (9 probabilities summing to 1, or None)."""
+    if probs is not None and (len(probs) != N_PILLS or abs(sum(probs) - 1) > 1e-6):
+        return [f"pill_probs = {list(probs)}: expected 9 numbers >= 0 summing to 1 (or None: uniform)"]
+    return []
+
+
+def pill_distribution(probs: Sequence[float] | None) -> np.ndarray:
+    """float64[9] probabilities of the next pill (pill index 3 * (left - 1) + right - 1); None: uniform."""
+    return np.full(N_PILLS, 1 / N_PILLS) if probs is None else np.asarray(probs, np.float64)
+
+
+def check_positions(positions: Sequence[Position], need_preview: bool = True) -> None:
+    """ValueError for positions a tree search cannot start from: a blocked spawn (no move), an
+    unknown preview (the tree's pills come from it), or different stall rules in one batch."""
+    limits = {pos.stall_limit for pos in positions}
+    if len(limits) > 1:
+        raise ValueError(f"positions searched together must share the stall rule, got stall limits {limits}")
+    for i, pos in enumerate(positions):
+        if K.spawn_blocked(pos.cells):
+            raise ValueError(f"position {i}: a spawn cell is occupied, so there is no move to search")
+        if need_preview and pos.preview is None:
+            raise ValueError(
+                f"position {i}: the preview (the next pill, which the NES shows) is unknown; a tree search "
+                "needs it: its chance nodes draw the preview after it"
+            )

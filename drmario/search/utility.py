@@ -1,0 +1,92 @@
+"""The searches' utility: one scale in [0, 1] for every search, **outcome first**.
+
+A game that ends (or is cut off) p pills after the root, having cleared c of the root's V viruses,
+with s = p / (p + P) and the pill scale P = k * V (k = `Utility.pills_per_virus`), is worth
+
+- a win:        WIN_FLOOR + (1 - WIN_FLOOR) * (1 - s)          (fewer pills is better)
+- otherwise:    TOPOUT_CEILING * (c + s) / (V + 1)              (more cleared, then longer survival)
+
+with TOPOUT_CEILING (0.5) < WIN_FLOOR (0.6), so any win is worth more than any top-out. A top-out,
+a stalemate and a rollout cut off by the horizon all take the second form: none of them is a win.
+
+Why P = k * V: the value of a win then depends on p only through p / V, the pills per virus. A
+fixed P (it was 20) made a pill at level 20 (p around 160) worth 0.0005, below the noise of a value
+head, while the same efficiency gain at level 5 was worth four times as much; with P = k * V an
+efficiency gain (pills per virus saved) is worth the same at every level, and k = 2, about the
+expert's pills per virus, puts a typical win at s = 1/2 where s changes fastest per pill per virus.
+
+The option **discounted** (the value idea of seed note 002) is gamma ** p for a win and 0
+otherwise. With a network the utility is its expectation under the predicted P(win) = (won + 1) / 2,
+with the pills actually placed along the path plus the leaf's predicted rest (`expected_utility`).
+The settings travel to compiled code as one float64 array (`Utility.params`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numba import njit
+
+from drmario.engine.kernels import WON
+from drmario.settings import Settings, setting
+
+WIN_FLOOR = 0.6  # a win is worth at least this
+TOPOUT_CEILING = 0.5  # a game that is not won is worth at most this
+OUTCOME, DISCOUNTED = 0, 1  # utility kinds
+
+
+@dataclass(frozen=True)
+class Utility(Settings):
+    """How a search values a finished game (module docstring)."""
+
+    kind: Literal["outcome", "discounted"] = setting(
+        "outcome", "outcome: any win beats any top-out, then fewer pills; discounted: a win is gamma ** pills, else 0"
+    )
+    pills_per_virus: float = setting(
+        2.0, "outcome: k of the pill scale P = k * V (V: viruses at the root); about the expert's pills per virus", gt=0
+    )
+    gamma: float = setting(0.98, "discounted: a win p pills away is worth gamma ** p", gt=0, le=1)
+
+    @property
+    def params(self) -> np.ndarray:
+        """float64[3] (kind, pills_per_virus, gamma) for the compiled functions."""
+        return np.array([OUTCOME if self.kind == "outcome" else DISCOUNTED, self.pills_per_virus, self.gamma])
+
+
+@njit(cache=True, inline="always")
+def _survival(up, pills, root_left):
+    scale = up[1] * max(root_left, 1)
+    return pills / (pills + scale)
+
+
+@njit(cache=True, inline="always")
+def win_value(up, pills, root_left):
+    """The utility of a win after `pills` pills from a root with root_left viruses."""
+    if up[0] == DISCOUNTED:
+        return up[2] ** pills
+    return WIN_FLOOR + (1.0 - WIN_FLOOR) * (1.0 - _survival(up, pills, root_left))
+
+
+@njit(cache=True, inline="always")
+def failure_value(up, cleared, pills, root_left):
+    """The utility of a game that ends without a win (or is cut off) after clearing `cleared`."""
+    if up[0] == DISCOUNTED:
+        return 0.0
+    return TOPOUT_CEILING * (cleared + _survival(up, pills, root_left)) / (root_left + 1.0)
+
+
+@njit(cache=True, inline="always")
+def utility(up, cleared, pills, outcome, root_left):
+    """Value of a finished (or horizon-cut) game: cleared viruses and pills counted from the root."""
+    if outcome == WON:
+        return win_value(up, pills, root_left)
+    return failure_value(up, cleared, pills, root_left)
+
+
+@njit(cache=True, inline="always")
+def expected_utility(up, cleared, pills, p_win, root_left):
+    """The utility with the game's end uncertain: p_win the probability it ends in a win (the
+    network's won output mapped from [-1, 1] to [0, 1]); cleared and pills its predicted totals."""
+    return p_win * win_value(up, pills, root_left) + (1.0 - p_win) * failure_value(up, cleared, pills, root_left)

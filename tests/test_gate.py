@@ -1,0 +1,98 @@
+"""The gate: paired tests on made-up records, the decision, and the run's best network."""
+
+import json
+
+import numpy as np
+import pytest
+
+from drmario.engine.game import GameRecord
+from drmario.engine.level import EVALUATION_SEEDS, GATING_SEEDS, SELFPLAY_SEEDS
+from drmario.play.gate import GateConfig, bootstrap_interval, compare, mcnemar_p, sign_flip_p
+from drmario.run.rounds import GATE_FILE, best_checkpoint, best_round, checkpoint_path, train_dir
+
+
+def records(outcomes: list[bool], pills: list[int], level: int = 20) -> list[GameRecord]:
+    """Made-up records of games 0..n-1 at one level: won or topped out, with these pill counts."""
+    viruses = 84
+    return [
+        GameRecord(
+            seed=4 + 8 * i,
+            level=level,
+            outcome="won" if won else "topped_out",
+            viruses_cleared=viruses if won else viruses // 2,
+            pills_used=p,
+        )
+        for i, (won, p) in enumerate(zip(outcomes, pills))
+    ]
+
+
+def test_gating_seeds_are_apart_from_evaluation_and_selfplay():
+    assert not set(GATING_SEEDS) & set(EVALUATION_SEEDS)
+    assert not set(GATING_SEEDS) & set(SELFPLAY_SEEDS)
+    assert all(s % 8 == 4 for s in GATING_SEEDS)
+    games = GateConfig(levels=[10, 20], games_per_level=30).games()
+    assert len({g.seed for g in games if g.level == 20}) == 30 and {g.level for g in games} == {10, 20}
+    assert games == GateConfig(levels=[10, 20], games_per_level=30).games()  # fixed games
+
+
+def test_exact_tests():
+    assert mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(5, 5) == 1.0
+    assert mcnemar_p(9, 1) == pytest.approx(2 * 11 / 1024)  # two-sided binomial: P(X <= 1), n = 10
+    assert mcnemar_p(1, 9) == mcnemar_p(9, 1)
+    rng = np.random.default_rng(0)
+    assert sign_flip_p(rng.normal(1.0, 0.5, 40)) < 0.001  # clearly more
+    assert sign_flip_p(rng.normal(-1.0, 0.5, 40)) > 0.99  # clearly less
+    low, high = bootstrap_interval(np.full(10, 2.5))
+    assert low == high == 2.5
+    assert np.isnan(bootstrap_interval(np.array([]))[0])
+
+
+def test_more_wins_with_the_same_pills_is_promoted():
+    old = records([True] * 40 + [False] * 10, [160] * 50)
+    new = records([True] * 48 + [False] * 2, [160] * 50)
+    result = compare(new, old)
+    assert result.promoted and (result.new_wins, result.old_wins) == (48, 40)
+    assert (result.new_only, result.old_only) == (8, 0) and result.wins_p == pytest.approx(2 / 2**8)
+    assert result.both_won == 40 and result.ppv_diff == 0
+
+
+def test_fewer_wins_is_refused_whatever_the_pills():
+    old = records([True] * 45 + [False] * 5, [160] * 50)
+    new = records([True] * 44 + [False] * 6, [120] * 50)
+    result = compare(new, old)
+    assert not result.promoted and "wins fewer games (44 against 45)" in result.reason
+    assert result.ppv_diff < 0  # it did use fewer pills
+
+
+def test_as_many_wins_but_more_pills_per_virus_is_refused():
+    rng = np.random.default_rng(1)
+    base = rng.integers(140, 180, 50)
+    old = records([True] * 50, list(base))
+    new = records([True] * 50, list(base + rng.integers(5, 15, 50)))  # 5-15 pills more in every game
+    result = compare(new, old, alpha=0.05)
+    assert not result.promoted and "more pills per virus" in result.reason
+    assert result.ppv_worse_p < 0.001 and result.ppv_diff_low > 0
+    cheaper = compare(old, new)  # the other way round: fewer pills, as many wins
+    assert cheaper.promoted and cheaper.ppv_diff < 0 and cheaper.ppv_diff_high < 0
+    noise = records([True] * 50, list(base + rng.integers(-3, 4, 50)))  # no real difference
+    assert compare(noise, old).promoted
+
+
+def test_records_of_other_games_are_refused():
+    with pytest.raises(ValueError, match="not of the same games"):
+        compare(records([True], [100], level=20), records([True], [100], level=15))
+
+
+def test_best_round_reads_the_gates(tmp_path):
+    def gate(k: int, promoted: bool) -> None:
+        train_dir(tmp_path, k).mkdir(parents=True, exist_ok=True)
+        (train_dir(tmp_path, k) / GATE_FILE).write_text(json.dumps({"round": k, "promoted": promoted}))
+
+    assert best_round(tmp_path, 3) is None
+    assert best_checkpoint(tmp_path, 3) == checkpoint_path(tmp_path, 2)  # no gates: the newest
+    gate(0, True)
+    gate(1, True)
+    gate(2, False)
+    assert best_round(tmp_path, 3) == 1 and best_round(tmp_path, 2) == 1 and best_round(tmp_path, 1) == 0
+    assert best_checkpoint(tmp_path, 3) == checkpoint_path(tmp_path, 1)

@@ -158,11 +158,14 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
 
 
 def test_a_replay_window_and_warm_starts(tmp_path):
-    profile = R.apply_overrides(P.load_profile("ci"), ["train.replay_rounds=2", "train.warm_start=true"])
+    profile = R.apply_overrides(
+        P.load_profile("ci"), ["train.replay_rounds=2", "train.warm_start=true", "train.warm_steps=7"]
+    )
     steps = [s for s in P.plan(profile, tmp_path, rounds=4) if s.notebook == "02_train"]
     data = [[Path(d).parent.name for d in s.parameters["data"]] for s in steps]
     assert data == [["round0"], ["round0", "round1"], ["round0", "round1", "round2"], ["round0", "round2", "round3"]]
     assert [s.parameters["init"] for s in steps] == [None, P.LATER, P.LATER, P.LATER]
+    assert [s.parameters["steps"] for s in steps] == [profile["train"]["steps"], 7, 7, 7]
 
 
 def test_sample_data_is_valid_and_made_by_the_kit():

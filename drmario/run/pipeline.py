@@ -151,10 +151,11 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
             steps.append(step("next_round", k, (round_dir(run_dir, k) / "examples",), round=k, network=LATER))
         window = range(1, k + 1) if not training.replay_rounds else range(max(1, k - training.replay_rounds + 1), k + 1)
         data = [str(round_dir(run_dir, j) / "examples") for j in (0, *window)]
-        init = LATER if k > 0 and training.warm_start else None
+        warm = k > 0 and training.warm_start
+        shorter = {"steps": training.warm_steps} if warm and training.warm_steps else {}
         folder = train_dir(run_dir, k)
         products = (checkpoint_path(run_dir, k), folder / "train_result.json", folder / GATE_FILE)
-        steps.append(step("train", k, products, round=k, data=data, init=init))
+        steps.append(step("train", k, products, round=k, data=data, init=LATER if warm else None, **shorter))
         steps.append(step("analysis", k, (analysis_dir(run_dir, k) / "arena.csv",), round=k))
     if baselines:
         steps.append(step("baselines", 0, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))

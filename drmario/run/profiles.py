@@ -87,6 +87,7 @@ class TrainNotebook(Settings):
     warm_start: bool = setting(
         False, "the pipeline starts rounds after 0 from the best network so far (init), not from fresh weights"
     )
+    warm_steps: int = setting(0, "optimiser steps of a warm-started round (0: steps, as round 0)", ge=0)
     gate: GateConfig = setting(GateConfig(), "the gate: the new network against the best so far", prefix=True)
     refresh_s: float = setting(2.0, "seconds between redraws of the live curves", ge=0.1, le=3600)
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)

@@ -7,10 +7,11 @@ legal moves, renormalised) and backed up with the expected utility of its value 
 (`expand_and_backup`). The root is the first leaf.
 
 - **PUCT** (AlphaZero): at each decision, argmax of Q + c_puct * prior * sqrt(N) / (1 + n), with Q
-  normalised by the min and max of the node's own value and its children's (mctx's
-  ``qtransform_by_parent_and_siblings``; an unvisited child counts as the minimum), so that small
-  differences among siblings (a few pills) are not flattened by the spread of the whole tree.
-  Dirichlet noise on the root priors. Target: the root's visit fractions.
+  rescaled to [0, 1] by the min and max value seen in the whole tree (``normalise="tree"``, the
+  default: 47/50 wins at level 20 with 32 simulations against 42/50 for the alternative), or by
+  those of the node and its children (``"siblings"``, mctx's ``qtransform_by_parent_and_siblings``;
+  an unvisited child counts as the minimum), which magnifies small differences among siblings but
+  also the value head's noise. Dirichlet noise on the root priors. Target: the root's visit fractions.
 - **Gumbel** (Danihelka et al., ICLR 2022; mctx's ``gumbel_muzero_policy``): at the root, sequential
   halving over the top m moves by Gumbel noise + log prior, scored by g + log prior + sigma(q); below
   it, the deterministic choice argmax(pi' - N / (1 + sum N)). sigma(q) = (c_visit + max N) * c_scale
@@ -70,7 +71,7 @@ class PuctSettings(Settings):
     dirichlet_alpha: float = setting(0.3, "Dirichlet noise concentration at the root", gt=0)
     dirichlet_fraction: float = setting(0.25, "share of the Dirichlet noise in the root priors (0: none)", ge=0, le=1)
     normalise: Literal["siblings", "tree"] = setting(
-        "siblings", "Q rescaled to [0, 1] by the min and max of the node and its children, or of the whole tree"
+        "tree", "Q rescaled to [0, 1] by the min and max of the node and its children, or of the whole tree"
     )
 
 
@@ -324,7 +325,7 @@ def puct_steps(
     c_puct: float = 4.0,
     dirichlet_alpha: float = 0.3,
     dirichlet_fraction: float = 0.25,
-    normalise: str = "siblings",
+    normalise: str = "tree",
 ) -> Steps:
     """PUCT (module docstring) of each position, as `core.Steps`; seeds make each search
     reproducible on its own (its noise and its chance outcomes)."""

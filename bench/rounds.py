@@ -1,10 +1,14 @@
-"""The rounds of a pipeline run: does each round's network beat the last?
+"""The rounds of a pipeline run: does each round's network beat the last, and the student its teacher?
 
-Reads the arena tables that notebook 03 wrote after every round of RUN_DIR (the evaluation games:
-NES rules, seeds that no round trained on) and writes, per round, agent and level, the games, wins,
-win rate and Wilson 95% interval to bench/results/rounds-MACHINE.csv, a plot of the win rate by
-round (the agents without a network as flat references) to rounds-MACHINE.png, and the figures with
-the run's settings to rounds-MACHINE.json.
+Plays every trained round's network alone (``policy rK``), the agents without a network (greedy
+and the expert, the round-0 teacher) and the run's best network with search (``net-mcts-N best``)
+on the same evaluation games (NES rules, seeds that no round trained or gated on; paired: the same
+seeds and pills for every agent). Writes, per agent and level, games, wins, win rate with its
+Wilson 95% interval and pills per virus with a bootstrap 95% interval to
+bench/results/rounds-MACHINE.csv, the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the
+paired tests (McNemar's exact test on wins; pills per virus on the games both won, paired
+bootstrap) of the last round's network against round 0's and of the best network with search
+against the expert, with the run's settings.
 
 Run: `python bench/rounds.py runs/cpu` after `python -m drmario pipeline --profile cpu --run-dir
 runs/cpu --rounds 3`.
@@ -19,27 +23,58 @@ from pathlib import Path
 from common import RESULTS, machine_info, machine_slug, report
 
 from drmario.files import write_atomic
-from drmario.run.compare import rounds_table
+from drmario.play.arena import EvalConfig
+from drmario.play.gate import compare
+from drmario.run.rounds import play_rounds
 from drmario.viz import plot_rounds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--levels", default="10,15,20")
+    parser.add_argument("--levels", default="20", help="comma-separated levels (default 20)")
+    parser.add_argument("--games", type=int, default=100, help="games at each level")
+    parser.add_argument("--seed", type=int, default=2024, help="draws the evaluation games")
+    parser.add_argument("--search", default="net-mcts-100", help="the best network's search agent ('' for none)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
-    table = rounds_table(args.run_dir, [int(v) for v in args.levels.split(",")])
+    import torch
+
+    torch.set_num_threads(args.threads)
+    levels = [int(v) for v in args.levels.split(",")]
+    evaluation = EvalConfig(levels=levels, games_per_level=args.games, top_level_games=args.games, seed=args.seed)
+    best = [args.search] if args.search else []
+    table, records = play_rounds(args.run_dir, evaluation, best_agents=best)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+    policies = [name for name in records if name.startswith("policy r")]
+    tests = {}
+    if len(policies) > 1:
+        tests[f"{policies[-1]} vs {policies[0]}"] = compare(records[policies[-1]], records[policies[0]]).to_dict()
+    if best:
+        name = next(n for n in records if n.endswith(" best"))  # the best network with search
+        tests[f"{name} vs expert"] = compare(records[name], records["expert"]).to_dict()
+    for label, t in tests.items():
+        print(
+            f"{label}: wins {t['new_wins']}-{t['old_wins']} of {t['games']} (McNemar exact p = {t['wins_p']:.3g}, "
+            f"{t['new_only']} against {t['old_only']} discordant); pills per virus on the {t['both_won']} games both "
+            f"won {t['new_ppv']:.2f} against {t['old_ppv']:.2f} (difference {t['ppv_diff']:+.2f}, "
+            f"95% {t['ppv_diff_low']:+.2f} to {t['ppv_diff_high']:+.2f})"
+        )
+
     slug = machine_slug(machine_info())
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_atomic(RESULTS / f"rounds-{slug}.csv", table.to_csv(index=False, float_format="%.4f"))
     plot_rounds(table).savefig(RESULTS / f"rounds-{slug}.png", dpi=110)
     figures = {
-        f"{r.agent} r{r.round} L{r.level}": f"{r.wins}/{r.games} ({r.ci_low:.0%}-{r.ci_high:.0%})"
+        f"{r.agent} L{r.level}": f"{r.wins}/{r.games} ({r.ci_low:.0%}-{r.ci_high:.0%}), "
+        f"{r.pills_per_virus:.2f} pills/virus ({r.ppv_low:.2f}-{r.ppv_high:.2f})"
         for r in table.itertuples()
     }
+    figures["paired tests"] = tests
     profile = json.loads((args.run_dir / "pipeline.json").read_text()).get("profile", {})
-    report("rounds", {"run_dir": str(args.run_dir), "profile": profile}, figures)
+    settings = {"run_dir": str(args.run_dir), "evaluation": evaluation.to_dict(), "search": args.search}
+    report("rounds", {**settings, "threads": args.threads, "profile": profile}, figures)
 
 
 if __name__ == "__main__":

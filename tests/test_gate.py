@@ -96,3 +96,32 @@ def test_best_round_reads_the_gates(tmp_path):
     gate(2, False)
     assert best_round(tmp_path, 3) == 1 and best_round(tmp_path, 2) == 1 and best_round(tmp_path, 1) == 0
     assert best_checkpoint(tmp_path, 3) == checkpoint_path(tmp_path, 1)
+
+
+def test_every_round_plays_the_same_evaluation_games(tmp_path):
+    import torch
+
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+    from drmario.play.arena import EvalConfig
+    from drmario.run.rounds import ROUND_COLUMNS, play_rounds
+    from drmario.viz import plot_rounds
+
+    for k, promoted in enumerate([True, False]):
+        torch.manual_seed(k)
+        save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), checkpoint_path(tmp_path, k))
+        (train_dir(tmp_path, k) / GATE_FILE).write_text(json.dumps({"round": k, "promoted": promoted}))
+    evaluation = EvalConfig(levels=[0, 2], games_per_level=2, top_level_games=2, max_pills=60)
+    table, played = play_rounds(tmp_path, evaluation, best_agents=["net-mcts-2"], progress=False)
+    assert list(table.columns) == ROUND_COLUMNS
+    assert set(played) == {"greedy", "expert", "policy r0", "policy r1", "net-mcts-2 best"}
+    seeds = {name: [(r.seed, r.level) for r in rs] for name, rs in played.items()}
+    assert all(s == seeds["greedy"] for s in seeds.values())  # paired: the same games for everyone
+    best = table[table["agent"] == "net-mcts-2 (best network)"]
+    assert set(best["round"]) == {0}  # round 1 was not promoted
+    policy = table[table["agent"] == "policy"].sort_values(["round", "level"])
+    assert list(policy["round"]) == [0, 0, 1, 1] and list(policy["promoted"]) == [True, True, False, False]
+    assert table.loc[table["round"] < 0, "promoted"].isna().all()
+    won = table[table["wins"] > 0]
+    assert (won["ppv_low"] <= won["pills_per_virus"]).all() and (won["pills_per_virus"] <= won["ppv_high"]).all()
+    assert len(plot_rounds(table).axes) >= 4  # win rate and pills per virus at each level

@@ -11,14 +11,19 @@ self-play (04) and warm start use `best_round`: the newest promoted round.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from drmario.engine.game import GameRecord
 from drmario.files import write_atomic
+from drmario.play.agents import Agent
+from drmario.play.arena import EvalConfig, arena, summarize
 from drmario.play.gate import GateConfig, compare, play_gate
-from drmario.run.agents import make_agent
+from drmario.run.agents import make_agent, make_agents
 
 GATE_FILE = "gate.json"
 GATE_GAMES = "gate_games.jsonl"
@@ -115,3 +120,84 @@ def gate_table(run_dir: str | Path) -> list[dict[str, Any]]:
             out.append(gate)
         k += 1
     return out
+
+
+def trained_rounds(run_dir: str | Path) -> list[int]:
+    """The rounds whose network was trained (a checkpoint exists), in order."""
+    out, k = [], 0
+    while train_dir(run_dir, k).is_dir():
+        if checkpoint_path(run_dir, k).is_file():
+            out.append(k)
+        k += 1
+    return out
+
+
+ROUND_COLUMNS = [
+    "round",
+    "agent",
+    "level",
+    "games",
+    "wins",
+    "win_rate",
+    "ci_low",
+    "ci_high",
+    "pills_per_virus",
+    "ppv_low",
+    "ppv_high",
+    "promoted",
+]
+
+
+def ppv_interval(records: Sequence[GameRecord], seed: int = 0, rounds: int = 5000) -> tuple[float, float]:
+    """95% percentile bootstrap interval (over games) of pills per virus cleared, sum(pills) / sum(viruses)."""
+    pills = np.array([r.pills_used for r in records], np.float64)
+    viruses = np.array([r.viruses_cleared for r in records], np.float64)
+    if len(records) == 0 or viruses.sum() == 0:
+        return float("nan"), float("nan")
+    draws = np.random.default_rng(seed).integers(0, len(records), size=(rounds, len(records)))
+    ratios = pills[draws].sum(axis=1) / np.maximum(viruses[draws].sum(axis=1), 1)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
+def play_rounds(
+    run_dir: str | Path,
+    evaluation: EvalConfig,
+    *,
+    network_agents: Sequence[str] = ("policy",),
+    references: Sequence[str] = ("greedy", "expert"),
+    best_agents: Sequence[str] = (),
+    device: str = "cpu",
+    progress: bool = True,
+) -> tuple[pd.DataFrame, dict[str, list[GameRecord]]]:
+    """Every round's network on the same evaluation games (paired: same seeds, same pills).
+
+    network_agents play with each trained round's network; references are the agents without a
+    network (round -1); best_agents play with the run's best network only (the newest promoted:
+    the one a user would ship), named ``AGENT (best network)``. Returns the table (ROUND_COLUMNS,
+    one row per agent, round and level; ``promoted``: the round's gate decision, None when not
+    gated) and the records keyed ``AGENT`` (references), ``AGENT rK`` and ``AGENT best``."""
+    rounds = trained_rounds(run_dir)
+    if not rounds:
+        raise ValueError(f"{run_dir}: no trained round (no train*/checkpoints/latest.pt)")
+    games = evaluation.games()
+    # (key in the records, agent name in the table, round, agent)
+    runs: list[tuple[str, str, int, Agent]] = [(s, s, -1, make_agent(s, device=device)) for s in references]
+    for k in rounds:
+        players = make_agents(network_agents, network=checkpoint_path(run_dir, k), device=device)
+        runs += [(f"{a.name} r{k}", a.name, k, a) for a in players]
+    best = best_checkpoint(run_dir, max(rounds) + 1)
+    best_k = int(best.parent.parent.name.removeprefix("train"))
+    for a in make_agents(best_agents, network=best, device=device):
+        runs.append((f"{a.name} best", f"{a.name} (best network)", best_k, a))
+    records: dict[str, list[GameRecord]] = {}
+    rows = []
+    for key, name, k, agent in runs:
+        agent.name = key
+        records[key] = arena([agent], games, evaluation, progress=progress)[1][key]
+        gate = read_gate(run_dir, k) if k >= 0 else None
+        for level in sorted({g.level for g in games}):
+            at = [r for r in records[key] if r.level == level]
+            row = summarize(at, name).iloc[0].to_dict()
+            row["ppv_low"], row["ppv_high"] = ppv_interval(at)
+            rows.append({**row, "round": k, "promoted": None if gate is None else bool(gate["promoted"])})
+    return pd.DataFrame(rows)[ROUND_COLUMNS], records

@@ -185,37 +185,48 @@ def arena_table(df: pd.DataFrame) -> Styler:
 
 
 def plot_rounds(df: pd.DataFrame) -> Figure:
-    """Does each round's network beat the last? One panel per level: the win rate of every agent
-    with a network by round (Wilson 95% intervals as error bars), and the agents without one as
-    dashed flat lines. df: `drmario.run.compare.rounds_table` (round -1: no network)."""
+    """Does each round's network beat the last? Per level, the win rate (Wilson 95% intervals as
+    error bars) and, when df has them, the pills per virus (ppv_low, ppv_high: their interval) of
+    every agent with a network by round, and the agents without one as dashed flat lines; a hollow
+    marker is a round its gate did not promote (column ``promoted``). df:
+    `drmario.run.rounds.play_rounds` or `drmario.run.compare.rounds_table` (round -1: no network)."""
     from matplotlib.patches import Patch
     from matplotlib.ticker import PercentFormatter
 
     _check_columns(df, ("round", "agent", "level", "win_rate", "ci_low", "ci_high"), "plot_rounds")
     levels = sorted(df["level"].unique())
-    fig, axes = new_figure(len(levels), 4.4, 3.6)
+    metrics = [("win_rate", "ci_low", "ci_high")]
+    if {"pills_per_virus", "ppv_low", "ppv_high"} <= set(df.columns):
+        metrics.append(("pills_per_virus", "ppv_low", "ppv_high"))
+    fig, axes = new_figure(len(levels) * len(metrics), 4.4, 3.6)
     networks = list(dict.fromkeys(df.loc[df["round"] >= 0, "agent"]))
     others = list(dict.fromkeys(df.loc[df["round"] < 0, "agent"]))
     rounds = sorted(df.loc[df["round"] >= 0, "round"].unique())
-    for ax, level in zip(axes, levels):
+    panels = [(level, metric) for level in levels for metric in metrics]
+    for ax, (level, (value, low, high)) in zip(axes, panels):
         here = df[df["level"] == level]
         for k, agent in enumerate(networks):
             rows = here[here["agent"] == agent].sort_values("round")
-            err = np.array([rows["win_rate"] - rows["ci_low"], rows["ci_high"] - rows["win_rate"]])
-            ax.errorbar(rows["round"], rows["win_rate"], yerr=err, fmt="o", capsize=3, label=agent, **_agent_style(k))
+            style = _agent_style(k)
+            err = np.array([rows[value] - rows[low], rows[high] - rows[value]])
+            ax.errorbar(rows["round"], rows[value], yerr=err, fmt="o", capsize=3, label=agent, **style)
+            if "promoted" in rows.columns:
+                rejected = rows[rows["promoted"].eq(False)]  # None: not gated
+                ax.plot(rejected["round"], rejected[value], "o", mfc="white", color=style["color"])
         for k, agent in enumerate(others, start=len(networks)):
             row = here[here["agent"] == agent]
             if len(row):
-                ax.axhline(float(row["win_rate"].iloc[0]), ls="--", lw=1, color=_agent_style(k)["color"], label=agent)
+                ax.axhline(float(row[value].iloc[0]), ls="--", lw=1, color=_agent_style(k)["color"], label=agent)
         ax.set_title(f"level {level}")
         ax.set_xlabel("round (the network trained after it)")
-        ax.set_ylabel(METRIC_AXES["win_rate"])
-        ax.set_ylim(-0.02, 1.02)
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_ylabel(METRIC_AXES[value])
+        if value == "win_rate":
+            ax.set_ylim(-0.02, 1.02)
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_xticks(rounds)
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     handles.append(Patch(color="none"))
-    labels.append("bars: Wilson 95% intervals; dashed: no network")
+    labels.append("bars: 95% intervals; dashed: no network; hollow: not promoted")
     axes[0].legend(handles, labels, fontsize=7)
     return fig

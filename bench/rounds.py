@@ -5,7 +5,8 @@ and the expert, the round-0 teacher) and the run's best network with search (``n
 on the same evaluation games (NES rules, seeds that no round trained or gated on; paired: the same
 seeds and pills for every agent). Writes, per agent and level, games, wins, win rate with its
 Wilson 95% interval and pills per virus with a bootstrap 95% interval to
-bench/results/rounds-MACHINE.csv, the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the
+bench/results/rounds-MACHINE.csv (and RUN_DIR/rounds.csv, which `export` puts in the network's
+card), the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the
 paired tests (McNemar's exact test on wins; pills per virus on the games both won, paired
 bootstrap) of the last round's network against round 0's and of the best network with search
 against the expert, with the run's settings.
@@ -25,7 +26,7 @@ from common import RESULTS, machine_info, machine_slug, report
 from drmario.files import write_atomic
 from drmario.play.arena import EvalConfig
 from drmario.play.gate import compare
-from drmario.run.rounds import play_rounds
+from drmario.run.rounds import ROUNDS_FILE, play_rounds
 from drmario.viz import plot_rounds
 
 
@@ -65,6 +66,7 @@ def main() -> None:
     slug = machine_slug(machine_info())
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_atomic(RESULTS / f"rounds-{slug}.csv", table.to_csv(index=False, float_format="%.4f"))
+    write_atomic(args.run_dir / ROUNDS_FILE, table.to_csv(index=False))  # for the exported network's card
     plot_rounds(table).savefig(RESULTS / f"rounds-{slug}.png", dpi=110)
     figures = {
         f"{r.agent} L{r.level}": f"{r.wins}/{r.games} ({r.ci_low:.0%}-{r.ci_high:.0%}), "

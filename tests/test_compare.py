@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -217,7 +218,7 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     run = runs[0]
     for k in (0, 1):  # round 1 has the better arena results (net-mcts-16: 15 wins against 7)
         save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), run / f"train{k}" / "checkpoints" / "latest.pt")
-    assert export.best_round(run) == 1
+    assert export.shipped_round(run) == 1
     out = main(["export", str(run), "--out", str(tmp_path / "nets" / "mine.pt")])
     assert out == 0
     card = export.read_card(tmp_path / "nets" / "mine.pt")
@@ -228,4 +229,10 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     with pytest.raises(FileNotFoundError, match="no card"):
         export.read_card(run / "train0" / "checkpoints" / "latest.pt")
     with pytest.raises(ValueError, match="no analysed round"):
-        export.best_round(tmp_path)
+        export.shipped_round(tmp_path)
+    # with gates, the newest promoted round is shipped whatever the arena says, and the card has the gates
+    for k, promoted in ((0, True), (1, False)):
+        (run / f"train{k}" / "gate.json").write_text(json.dumps({"round": k, "promoted": promoted, "config": {}}))
+    assert export.shipped_round(run) == 0
+    main(["export", str(run), "--out", str(tmp_path / "nets" / "gated.pt")])
+    assert [g["promoted"] for g in export.read_card(tmp_path / "nets" / "gated.pt")["gates"]] == [True, False]

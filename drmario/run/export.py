@@ -16,7 +16,7 @@ import pandas as pd
 from drmario.files import file_sha256, write_atomic
 from drmario.learn.checkpoint import load_net, read_checkpoint, save_net
 from drmario.run.compare import numbered, rounds_table
-from drmario.run.rounds import analysis_dir, checkpoint_path, train_dir
+from drmario.run.rounds import ROUNDS_FILE, analysis_dir, best_round, checkpoint_path, gate_table, train_dir
 
 PathLike = str | os.PathLike
 
@@ -26,10 +26,13 @@ def card_path(network: PathLike) -> Path:
     return Path(network).with_suffix(".json")
 
 
-def best_round(run_dir: PathLike) -> int:
-    """The analysed round whose strongest network agent (alone or with search) won the most
-    evaluation games over all levels, the later round on a tie: a network is shipped for its best
-    use. ValueError if no round of run_dir has an arena table."""
+def shipped_round(run_dir: PathLike) -> int:
+    """The round whose network to ship: the newest one its gate promoted; in a run without gates,
+    the analysed round whose strongest network agent (alone or with search) won the most
+    evaluation games over all levels, the later round on a tie. ValueError if neither exists."""
+    gated = best_round(Path(run_dir), max(numbered(Path(run_dir), "train"), default=-1) + 1)
+    if gated is not None:
+        return gated
     table = rounds_table(run_dir)
     wins = table[table["round"] >= 0].groupby(["round", "agent"])["wins"].sum().groupby("round").max()
     if wins.empty:
@@ -52,11 +55,18 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records"))
 
 
+def _rounds(run_dir: Path) -> pd.DataFrame:
+    """Every round's network on the same evaluation games: the table bench/rounds.py wrote into the
+    run (ROUNDS_FILE), else the per-round arena tables of 03."""
+    played = run_dir / ROUNDS_FILE
+    return pd.read_csv(played) if played.is_file() else rounds_table(run_dir)
+
+
 def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -> Path:
-    """Write the network trained after `round` of run_dir (None: `best_round`) to out, weights
+    """Write the network trained after `round` of run_dir (None: `shipped_round`) to out, weights
     only, and its card to `card_path(out)`; both atomically. Returns out."""
     run_dir = Path(run_dir)
-    round = best_round(run_dir) if round is None else round
+    round = shipped_round(run_dir) if round is None else round
     source = checkpoint_path(run_dir, round)
     state = read_checkpoint(source)  # checks the digest: a damaged checkpoint is never shipped
     out = save_net(load_net(source), Path(out))
@@ -75,7 +85,8 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
         "train": {k: v for k, v in train_config.items() if k != "data"},
         "data": [_data_summary(Path(d)) for d in train_config.get("data", [])],
         "arena": _records(pd.read_csv(arena_file)) if arena_file.is_file() else [],
-        "rounds": _records(rounds_table(run_dir)),
+        "rounds": _records(_rounds(run_dir)),
+        "gates": [{k: v for k, v in g.items() if k != "config"} for g in gate_table(run_dir)],
         "profile": pipeline.get("profile", {}),
         "git_commit": pipeline.get("git_commit"),
     }

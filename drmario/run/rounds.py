@@ -27,6 +27,7 @@ from drmario.run.agents import make_agent, make_agents
 
 GATE_FILE = "gate.json"
 GATE_GAMES = "gate_games.jsonl"
+ROUNDS_FILE = "rounds.csv"  # `play_rounds`'s table, written into the run by bench/rounds.py
 
 
 def round_dir(run_dir: str | Path, round: int) -> Path:

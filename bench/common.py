@@ -10,7 +10,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -57,13 +59,24 @@ def rate(fn: Callable[[], int], min_seconds: float = 1.0) -> float:
     return done / elapsed
 
 
+def _relative(value: Any) -> Any:
+    """Paths inside the repository stored relative to it, so a result file names no machine's folders."""
+    if isinstance(value, dict):
+        return {k: _relative(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_relative(v) for v in value]
+    if isinstance(value, str) and value.startswith(str(REPO) + "/"):
+        return value[len(str(REPO)) + 1 :]
+    return value
+
+
 def report(name: str, settings: dict, figures: dict, targets: dict | None = None) -> Path:
     """Print the figures and write them, with the machine and settings, to results/NAME-MACHINE.json."""
     info = machine_info()
     result = {
         "benchmark": name,
         "machine": info,
-        "settings": settings,
+        "settings": _relative(settings),
         "figures": figures,
         "targets": targets or {},
         "command": " ".join([Path(sys.executable).name, *sys.argv]),

@@ -8,7 +8,7 @@ Every component's settings are a dataclass deriving from `Settings`, and each fi
 Everything else is derived from those fields: validation (exact types, ranges, unknown keys, all
 problems reported at once), ``to_dict``/``from_dict`` for JSON and YAML, dotted overrides
 (``search.simulations=400``), the command line's flags (`drmario.run.cli`), the notebooks'
-parameters and the pipeline's profiles (`drmario.run.notebooks`).
+parameters and the pipeline's profiles (`drmario.run.profiles`).
 
 Types are checked exactly: a bool is not an int, a string is not a number, a float must be finite
 and an int-typed setting takes no float; lists from JSON or YAML become tuples where the type says

@@ -1,5 +1,5 @@
 """The notebook pipeline: parameter profiles, and the numbered notebooks run by papermill into one
-run directory (spec/design.md section 4). What the notebooks share lives in `drmario.notebook`.
+run directory. What the notebooks share lives in `drmario.run.notebook`.
 
 A run directory (``runs/<name>/``) holds::
 

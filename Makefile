@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Without an NVIDIA GPU, pin torch to the CPU build of 2.13.0 (any other version downloads CUDA).
 TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
 
-.PHONY: install test lint format run data bench clean
+.PHONY: install test lint format run data bench figures clean
 
 install: $(STAMP)
 
@@ -45,6 +45,11 @@ data: install
 # Benchmarks (figures printed and written to bench/results/); bench/gpu.py is meant for a GPU machine.
 bench: install
 	for b in engine data net search; do $(BIN)/python bench/$$b.py || exit 1; done
+
+# The README's pictures (docs/) from a finished run that bench/rounds.py has evaluated: make figures RUN=runs/cpu
+RUN ?= runs/cpu
+figures: install
+	$(BIN)/python docs/figures.py $(RUN)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -62,7 +62,7 @@ class Player:
         *,
         legal: np.ndarray | None = None,
     ) -> Prediction:
-        cells = np.ascontiguousarray(cells, np.uint8)
+        cells = np.require(cells, np.uint8, ["C", "W"])  # torch.from_numpy needs a writable array
         pills = np.ascontiguousarray(pills, np.uint8)
         n = len(cells)
         previews = np.zeros_like(pills) if previews is None else np.ascontiguousarray(previews, np.uint8)

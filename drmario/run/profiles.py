@@ -262,10 +262,17 @@ def _flat_name(problem: str, by_path: Mapping[str, str]) -> str:
 
 def notebook_settings(stem: str, namespace: Mapping[str, Any]) -> Any:
     """In a notebook, after its parameters cell: its settings from the parameters found in
-    namespace (``globals()``), every one checked; ``SettingsError`` lists each bad one."""
+    namespace (``globals()``), every one checked (``SettingsError`` lists each bad one); sets
+    torch's CPU threads in the kernel when the notebook has a ``torch_threads`` parameter."""
     section = section_of(stem)
     known = parameters(section)
-    return build(section, {name: namespace[name] for name in known if name in namespace}, f"{stem} parameters")
+    settings = build(section, {name: namespace[name] for name in known if name in namespace}, f"{stem} parameters")
+    threads = getattr(settings, "torch_threads", 0)
+    if threads:  # the kernel's own torch work (the trainer and self-play workers get theirs passed)
+        import torch  # lazy: the settings load without torch
+
+        torch.set_num_threads(threads)
+    return settings
 
 
 # Stand-ins for what the pipeline sets, to check a profile before there is a run directory.

@@ -80,6 +80,9 @@ _PAIRS = (
 
 def unpaired_halves(cells: np.ndarray) -> np.ndarray:
     """bool[..., 8, 16]: the pill halves of boards cells uint8[..., 8, 16] whose partner is missing."""
+    if not isinstance(cells, np.ndarray) or cells.dtype.kind not in "iu" or cells.shape[-2:] != (K.WIDTH, K.HEIGHT):
+        what = f"an array of {cells.dtype} {cells.shape}" if isinstance(cells, np.ndarray) else type(cells).__name__
+        raise FormatError(f"board cells: expected an integer array [..., 8, 16] of cell codes, got {what}")
     shape = np.where(cells == K.EMPTY, -1, cells >> 2).astype(np.int8)
     pad = np.full((*cells.shape[:-2], K.WIDTH + 2, K.HEIGHT + 2), -1, np.int8)
     pad[..., 1:-1, 1:-1] = shape
@@ -252,22 +255,42 @@ class Pill(NamedTuple):
             raise FormatError(f"pill index must be in 0..8, got {index!r}")
         return cls(Colour(index // 3 + 1), Colour(index % 3 + 1))
 
+    def _colours(self) -> tuple[int, int] | None:
+        """(left, right) as ints 1..3, or None for a Pill made with other values (a NamedTuple
+        takes anything: `as_pill` is where a pill is checked)."""
+        try:
+            left, right = (integer(c, "colour") for c in self)
+        except FormatError:
+            return None
+        return (left, right) if 1 <= left <= 3 and 1 <= right <= 3 else None
+
+    def _valid(self, what: str) -> tuple[int, int]:
+        colours = self._colours()
+        if colours is None:
+            raise FormatError(f"{what}: {self!r} is not a pill: colours must be 1 (red), 2 (yellow) or 3 (blue)")
+        return colours
+
     @property
     def number(self) -> int:
-        return 3 * (self.left - 1) + (self.right - 1)
+        left, right = self._valid("pill number")
+        return 3 * (left - 1) + (right - 1)
 
     @property
     def same_colour(self) -> bool:
         return self.left == self.right
 
     def to_string(self) -> str:
-        return chr(0x60 | K.LEFT << 2 | self.left) + chr(0x60 | K.RIGHT << 2 | self.right)
+        left, right = self._valid("pill string")
+        return chr(0x60 | K.LEFT << 2 | left) + chr(0x60 | K.RIGHT << 2 | right)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never fails: error messages show pills that are not valid
+        if self._colours() is None:
+            return f"Pill(left={self.left!r:.40}, right={self.right!r:.40})"
         return f"Pill.from_string({self.to_string()!r})"
 
     def __str__(self) -> str:
-        return self.left.letter + self.right.letter
+        colours = self._colours()
+        return repr(self) if colours is None else "ryb"[colours[0] - 1] + "ryb"[colours[1] - 1]
 
 
 ALL_PILLS: tuple[Pill, ...] = tuple(Pill.from_number(i) for i in range(9))

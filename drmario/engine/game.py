@@ -74,7 +74,16 @@ class GameRecord:
 
     @classmethod
     def from_json(cls, text: str) -> GameRecord:
-        return cls.from_dict(json.loads(text))
+        """A record from its JSON line; FormatError (a ValueError) for text that is not one."""
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise FormatError(f"game record: expected a JSON line (str), got {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except RecursionError:  # nesting deeper than the interpreter's stack
+            raise FormatError(f"game record: JSON nested too deeply in {text!r:.80}") from None
+        except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+            raise FormatError(f"game record: not JSON ({e}) in {text!r:.80}") from e
+        return cls.from_dict(data)
 
     def new_game(self) -> Game:
         return Game(self.seed, self.level, pill_mode=self.pill_mode, stall_limit=self.stall_limit)  # type: ignore[arg-type]  # (checked by PillSequence)

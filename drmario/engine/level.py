@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from drmario.engine import kernels as K
-from drmario.engine.board import ALL_PILLS, Board, Pill
+from drmario.engine.board import ALL_PILLS, Board, Pill, as_pill, integer
 
 MIN_SEED, MAX_SEED = 2, 0xFFFF
 MAX_LEVEL = 24
@@ -33,24 +33,39 @@ def check_seed_level(seed: int, level: int) -> None:
         raise ValueError(f"level must be an integer in 0..{MAX_LEVEL}, got {level!r}")
 
 
+def _level(level: object) -> int:
+    """level as an int in 0..MAX_LEVEL; FormatError (a ValueError) otherwise."""
+    value = integer(level, "level")
+    if not 0 <= value <= MAX_LEVEL:
+        raise ValueError(f"level must be an integer in 0..{MAX_LEVEL}, got {value}")
+    return value
+
+
 def is_evaluation_seed(seed: int) -> bool:
-    """Whether seed is kept for evaluation (never used for self-play, training or tuning)."""
-    return seed % EVALUATION_SEED_STEP == 0
+    """Whether seed (an NES seed, 2..65535) is kept for evaluation (never used for self-play,
+    training or tuning); ValueError for anything else."""
+    value = integer(seed, "seed")
+    if not MIN_SEED <= value <= MAX_SEED:
+        raise ValueError(f"seed must be an integer in {MIN_SEED}..{MAX_SEED} (the NES RNG state), got {value}")
+    return value % EVALUATION_SEED_STEP == 0
 
 
 def virus_count(level: int) -> int:
-    """How many viruses level starts with: min(84, 4 * (level + 1))."""
-    return K.virus_count(level)
+    """How many viruses level (0..24) starts with: min(84, 4 * (level + 1))."""
+    return int(K.virus_count(_level(level)))
 
 
 def max_virus_row(level: int) -> int:
-    """The highest row (from the bottom, inclusive) a virus may be placed in at level."""
-    return K.max_virus_row(level)
+    """The highest row (from the bottom, inclusive) a virus may be placed in at level (0..24)."""
+    return int(K.max_virus_row(_level(level)))
 
 
 def pill_array(pills: tuple[Pill, ...] | list[Pill]) -> np.ndarray:
     """Pills as a uint8[N, 2] array of (left, right) colours, the form the kernels take."""
-    return np.array([(p.left, p.right) for p in pills], np.uint8).reshape(-1, 2)
+    if isinstance(pills, (str, bytes)) or not isinstance(pills, (tuple, list)):
+        raise ValueError(f"pills: expected a list of Pills, got {type(pills).__name__}")
+    checked = [as_pill(p, f"pills[{i}]") for i, p in enumerate(pills)]
+    return np.array([(p.left, p.right) for p in checked], np.uint8).reshape(-1, 2)
 
 
 def _pills_from_array(array: np.ndarray) -> tuple[Pill, ...]:
@@ -105,7 +120,7 @@ class PillSequence:
     _BLOCK = 256
 
     def __init__(self, mode: PillMode, level: Level) -> None:
-        if mode not in PILL_MODES:
+        if not isinstance(mode, str) or mode not in PILL_MODES:
             raise ValueError(f"pill mode must be one of {PILL_MODES}, got {mode!r}")
         self.mode = mode
         if mode == "nes":
@@ -121,6 +136,9 @@ class PillSequence:
             self._array = np.concatenate([self._array, block])
 
     def colours(self, k: int) -> tuple[int, int]:
+        k = integer(k, "pill index")
+        if k < 0:
+            raise ValueError(f"pill index must be >= 0 (the k-th pill thrown), got {k}")
         if self.mode == "nes":
             row = self._array[k % 128]
         else:

@@ -79,8 +79,18 @@ def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
 
     moves: float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new array.
     """
-    moves = np.array(moves, dtype=np.float32)
-    same = np.asarray(same_colour, bool)
+    try:
+        moves = np.array(moves, dtype=np.float32)
+        same = np.asarray(same_colour)
+    except (TypeError, ValueError) as e:  # not numbers: name the argument, not numpy's conversion
+        raise ValueError(f"symmetrize: moves must be numbers [..., 4, 8, 16], same_colour bools: {e}") from e
+    if moves.shape[-3:] != MOVES_SHAPE:
+        raise ValueError(f"symmetrize: moves must have shape [..., 4, 8, 16], got {moves.shape}")
+    if same.dtype != np.bool_ or same.shape != moves.shape[:-3][len(moves.shape[:-3]) - same.ndim :]:
+        raise ValueError(
+            f"symmetrize: same_colour must be a bool or bools of shape {moves.shape[:-3]}, "
+            f"got {same.dtype} {same.shape}"
+        )
     paired = (moves + np.roll(moves, 2, axis=-3)) / 2
     return np.where(same[..., None, None, None], paired, moves)
 

@@ -61,9 +61,19 @@ def _pill_pieces(pill: PillLike, r: int, x: int, y: int) -> list[tuple[int, int,
     ]
 
 
+def _check_cells(cells: object) -> np.ndarray:
+    """cells if it is an integer array [8, 16] of cell codes (0..31); ValueError naming it otherwise."""
+    if not isinstance(cells, np.ndarray) or cells.dtype.kind not in "iu" or cells.shape != (K.WIDTH, K.HEIGHT):
+        what = f"an array of {cells.dtype} {cells.shape}" if isinstance(cells, np.ndarray) else type(cells).__name__
+        raise ValueError(f"board cells: expected an integer array [8, 16] of cell codes, got {what}")
+    if cells.size and not (cells.min() >= 0 and cells.max() < 32):
+        raise ValueError(f"board cells: cell codes are 0..31, got {cells.min()}..{cells.max()}")
+    return cells
+
+
 def board_string(cells: np.ndarray) -> str:
     """The maryodel board string of cells uint8[8, 16]: a cell's letter is 0x60 | code, 'd' when empty."""
-    rows = cells.T[::-1]
+    rows = _check_cells(cells).T[::-1]
     return np.where(rows == K.EMPTY, ord("d"), 0x60 | rows).astype(np.uint8).tobytes().decode("ascii")
 
 
@@ -91,6 +101,7 @@ def board_svg(
     The root element carries ``data-board`` (the maryodel board string) so a picture can be traced
     back to its board; outlines, labels and the ghost carry a ``class`` for the same reason.
     """
+    _check_cells(cells)
     strip = 4 if pill is None else (cell + 8 if pill_r is None else 2 * cell + 8)
     frame = _Frame(cell, 4, strip + (16 if title else 0))
     out = _open_svg(frame, cells, title)

@@ -45,8 +45,8 @@ def speed_index(setting: str, level: int, pill_number: int) -> int:
     (the first at pill 8, the ninth). The level does not matter: levels 21-24 start at the same
     speed (RULES.md, "Frame-exact timing").
     """
-    if setting not in SPEED_SETTINGS:
-        raise ValueError(f"setting must be one of {sorted(SPEED_SETTINGS)}, got {setting!r}")
+    if not isinstance(setting, str) or setting not in SPEED_SETTINGS:
+        raise ValueError(f"setting must be one of {sorted(SPEED_SETTINGS)}, got {setting!r:.80}")
     if not 0 <= integer(level, "level") <= 24:
         raise ValueError(f"level must be in 0..24, got {level}")
     if integer(pill_number, "pill_number") < 0:
@@ -61,6 +61,8 @@ def frames_per_row(speed_index: int) -> int:
 
 def input_string(buttons: int) -> str:
     """An input bit set (L R D A B = 1, 2, 4, 8, 16) as a string such as "LA"."""
+    if not 0 <= integer(buttons, "buttons") < 1 << len(BUTTONS):
+        raise ValueError(f"buttons must be a bit set in 0..{(1 << len(BUTTONS)) - 1}, got {buttons}")
     return "".join(b for i, b in enumerate(BUTTONS) if buttons >> i & 1)
 
 

@@ -11,7 +11,10 @@
 - `lock_run_dir`: a run directory has one owner (a pipeline, a trainer, a self-play run). The lock
   file ``.drmario.lock`` names the holder (pid, host, start time, command) and is held with
   ``flock``, which the operating system drops when the holder dies, however it dies: a lock file
-  left by a dead process is stale, reported and taken over. `remove_stray_temp` removes the
+  left by a dead process is stale, reported and taken over. The lock covers the directory's tree:
+  a run directory inside one that another process holds (``train RUN/train0`` while a pipeline
+  owns RUN), or one holding such a directory, is refused too, except for the holder's own
+  descendants (the pipeline's kernels and trainer). `remove_stray_temp` removes the
   temporary files of writers that died mid-write.
 - `die_with_parent`: a child process that must not outlive its parent (Linux ``PR_SET_PDEATHSIG``).
 """
@@ -253,12 +256,98 @@ class RunLock:
             self.release()
 
 
+def _parent_pid(pid: int) -> int | None:
+    """The parent of process pid (Linux /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _lineage(pid: int | None = None) -> set[int]:
+    """pid (default: this process) and its ancestors, up to init."""
+    pid = os.getpid() if pid is None else pid
+    out: set[int] = set()
+    while pid and pid not in out:
+        out.add(pid)
+        parent = _parent_pid(pid) if pid != os.getpid() else os.getppid()
+        if parent is None:
+            break
+        pid = parent
+    return out
+
+
+def _ours(info: Mapping[str, Any]) -> bool:
+    """Whether a lock's holder is this process or one of its ancestors (a pipeline that started the
+    kernel that started this trainer), on this host."""
+    try:
+        pid = int(info.get("pid") or 0)
+    except (TypeError, ValueError):
+        return False
+    return info.get("host") == socket.gethostname() and pid in _lineage()
+
+
+def _nested_holder(run_dir: Path, depth: int = 2) -> tuple[Path, dict[str, Any]] | None:
+    """A live holder of the lock of a directory that encloses run_dir, or that run_dir holds (up
+    to depth levels down), other than this process and its ancestors; None if there is none."""
+
+    def holder(folder: Path) -> dict[str, Any] | None:
+        try:
+            return lock_holder(folder)
+        except OSError:  # a lock file this user cannot open is not a run this user made
+            return None
+
+    resolved = run_dir.resolve()
+    for folder in resolved.parents:
+        info = holder(folder)
+        if info is not None and not _ours(info):
+            return folder, info
+
+    def below(folder: Path, left: int) -> tuple[Path, dict[str, Any]] | None:
+        try:
+            subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            return None
+        for sub in subs:
+            info = holder(sub)
+            if info is not None and not _ours(info):
+                return sub, info
+            if left > 1 and (found := below(sub, left - 1)) is not None:
+                return found
+        return None
+
+    return below(resolved, depth)
+
+
 def lock_run_dir(run_dir: PathLike, owner: str, *, log: Callable[[str], None] | None = None) -> RunLock:
     """Take run_dir (made if missing) for this process: owner says what runs there ("pipeline",
     "trainer", "self-play"). Raises `RunDirectoryLocked`, naming the holder, when a live process
-    holds it; a lock file left by a process that is gone is reported through log (default: stderr)
-    and replaced. Without ``flock`` (not POSIX), a holder that is alive on this host still refuses."""
-    run_dir = Path(run_dir)
+    holds it, or holds a directory that encloses it or that it encloses (two levels down), unless
+    that holder is this process or one of its ancestors (a pipeline's kernels and trainer work in
+    its run). A lock file left by a process that is gone is reported through log (default:
+    stderr) and replaced. Without ``flock`` (not POSIX), a holder that is alive on this host still
+    refuses."""
+    lock = _lock_one(Path(run_dir), owner, log)
+    try:  # checked once this lock is held: of two runs that race, at least one sees the other
+        nested = _nested_holder(Path(run_dir))
+    except BaseException:
+        lock.release()
+        raise
+    if nested is not None:
+        lock.release()
+        folder, holder = nested
+        relation = "inside" if Path(run_dir).resolve().is_relative_to(folder) else "around"
+        raise RunDirectoryLocked(
+            f"{run_dir} is {relation} {folder}, which is in use by {describe_holder(holder)}: the lock of a "
+            f"run directory covers its sub-directories, so this {owner} is refused; wait for that one to end, "
+            f"stop it, or use a directory outside that run (lock file {folder / LOCK_NAME})"
+        )
+    return lock
+
+
+def _lock_one(run_dir: Path, owner: str, log: Callable[[str], None] | None) -> RunLock:
+    """Take run_dir's own lock (`lock_run_dir` without the checks of the tree around it)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_NAME
     report = log or (lambda text: print(text, file=sys.stderr, flush=True))

@@ -32,6 +32,10 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 S = TypeVar("S", bound="Settings")
 _RANGES = ("ge", "gt", "le", "lt")
+# An integer setting without a bound of its own on a side gets this one: every consumer takes it
+# (torch and numpy seeds, numba's int64 kernels, C ints), so a huge value is refused up front, not
+# as an overflow deep in a run.
+INT_LIMITS = (-(2**31), 2**31 - 1)
 
 
 class SettingsError(ValueError):
@@ -104,7 +108,7 @@ class Settings:
             except SettingsError as e:  # a nested settings dict with problems of its own
                 problems += [f"{f.name}.{p}" for p in e.problems]
                 continue
-            if ok and (problem := _range_problem(converted, f.metadata)):
+            if ok and (problem := _range_problem(converted, _bounds(f.metadata, _hints(type(self))[f.name]))):
                 ok, want = False, problem
             if not ok:
                 doc = f.metadata.get("doc")
@@ -321,6 +325,29 @@ def _is_np_int(value: Any) -> bool:
 
 def _is_np_number(value: Any) -> bool:
     return type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iuf"
+
+
+def _has_int(tp: Any) -> bool:
+    """Whether a type annotation takes integers (int, int | None, list[int], tuple[int, ...])."""
+    return tp is int or any(_has_int(a) for a in typing.get_args(tp) if a is not Ellipsis)
+
+
+def _bounds(meta: Mapping[str, Any], tp: Any) -> dict[str, Any]:
+    """A field's range: its own, with `INT_LIMITS` on a side it leaves open if it takes integers."""
+    bounds = {k: meta.get(k) for k in _RANGES}
+    if _has_int(tp):
+        if bounds["ge"] is None and bounds["gt"] is None:
+            bounds["ge"] = INT_LIMITS[0]
+        if bounds["le"] is None and bounds["lt"] is None:
+            bounds["le"] = INT_LIMITS[1]
+    return bounds
+
+
+def setting_range(cls: type[Settings], name: str) -> dict[str, Any]:
+    """The range a field of a settings class is checked against (``ge``, ``gt``, ``le``, ``lt``;
+    None where there is no bound)."""
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)  # type: ignore[arg-type]
+    return _bounds(field.metadata, _hints(cls)[name])
 
 
 def _range_problem(value: Any, meta: Mapping[str, Any]) -> str | None:

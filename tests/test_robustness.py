@@ -119,18 +119,23 @@ def notebook(path: Path, *sources: str) -> Path:
 def fake_notebooks(folder: Path, train: tuple[str, ...]) -> Path:
     """01 and 03 make their products and nothing else; 02 runs the given cells."""
     folder.mkdir(parents=True, exist_ok=True)
-    notebook(folder / "01_round0_data.ipynb", "import os\nos.makedirs(f'{run_dir}/round0/examples', exist_ok=True)")
+    notebook(folder / "01_round0_data.ipynb", MAKE.format(files=["round0/examples/", "round0/selfplay.json"]))
     notebook(folder / "02_train.ipynb", *train)
     notebook(folder / "03_analysis.ipynb", MAKE.format(files=["analysis0/arena.csv"]))
     return folder
 
 
-# a cell that makes (empty) files under run_dir
+# a cell that makes files under run_dir: folders (a name ending in /), JSON files that hold {"games": 0} (a
+# self-play run of no games, a training result, a gate's record), other files empty
 MAKE = (
     "from pathlib import Path\n"
     "for name in {files}:\n"
-    "    (Path(run_dir) / name).parent.mkdir(parents=True, exist_ok=True)\n"
-    "    (Path(run_dir) / name).touch()"
+    "    path = Path(run_dir) / name\n"
+    "    path.parent.mkdir(parents=True, exist_ok=True)\n"
+    "    if name.endswith('/'):\n"
+    "        path.mkdir(exist_ok=True)\n"
+    "    else:\n"
+    "        path.write_text('{{\"games\": 0}}' if name.endswith('.json') else '')"
 )
 TRAINED = MAKE.format(files=["train0/checkpoints/latest.pt", "train0/train_result.json", "train0/gate.json"])
 

@@ -89,7 +89,7 @@ class DQNConfig(Settings):
     )
     pill_mode: Literal["nes", "iid"] = setting("nes", "the pill sequence of the training games")
     stall_limit: int | None = setting(DEFAULT_STALL_LIMIT, "ends training games (not terminal for learning)", ge=1)
-    max_pills: int = setting(400, "a training game is cut after this many pills (not terminal either)", ge=1)
+    max_pills: int = setting(400, "a training game is cut after this many pills (not terminal either)", ge=1, le=10**5)
     envs: int = setting(8, "games played in lockstep (one batched forward per step)", ge=1, le=4096)
     steps: int = setting(50_000, "transitions (pills placed) in the whole run", ge=1, le=10**9)
     filters: int = setting(16, "Q-network: convolution filters", ge=1, le=1024)

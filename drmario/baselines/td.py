@@ -90,7 +90,7 @@ class TDConfig(Settings):
     )
     pill_mode: Literal["nes", "iid"] = setting("nes", "the pill sequence of the training games")
     stall_limit: int | None = setting(DEFAULT_STALL_LIMIT, "in the games and inside the search", ge=1)
-    max_pills: int = setting(400, "a training game is cut after this many pills (no final update then)", ge=1)
+    max_pills: int = setting(400, "a training game is cut after this many pills (no final update then)", ge=1, le=10**5)
     games: int = setting(300, "training games in the whole run", ge=1, le=10**8)
     hidden: int = setting(40, "hidden sigmoid units", ge=1, le=4096)
     lr_game: float = setting(0.005, "in-game learning rate (TD step toward the chosen successor's value)", ge=0)

@@ -3,12 +3,19 @@
 A checkpoint is a dict saved with ``torch.save``: at least ``net_config`` (a `NetConfig` dict) and
 ``model`` (the state dict); a training checkpoint adds the optimiser, schedule, step and RNG states
 (`train`). Every file the kit writes carries ``sha256``, the digest of its content (`state_digest`),
-checked when it is read, so a flipped byte is found.
+checked when it is read, so a flipped byte is found. A file without it was not written by the kit
+(or had its digest removed) and is refused unless the caller asks for an unverified load
+(``unverified=True``, or the environment variable ``DRMARIO_UNVERIFIED_CHECKPOINTS=1``).
+
+A damaged ``latest.pt`` of a training run is not the end of its network: `load_net` (and
+`read_checkpoint` with ``fallback=True``) use the newest intact ``step-*.pt`` beside it, and say so.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -23,6 +30,7 @@ class CheckpointError(ValueError):
 
 
 DIGEST = "sha256"  # the checkpoint key holding the content digest
+UNVERIFIED_ENV = "DRMARIO_UNVERIFIED_CHECKPOINTS"  # "1": load checkpoints without a digest (not the kit's)
 
 
 def state_digest(state: object) -> str:
@@ -60,11 +68,10 @@ def save_checkpoint(path: str | Path, state: dict) -> Path:
     return path
 
 
-def load_file(path: str | Path) -> object:
-    """torch.load onto the CPU, weights only (no code runs), and check the content digest if the
-    file has one. FileNotFoundError if path is missing; CheckpointError naming the file if it is
-    truncated or corrupted (a flipped byte in a weight changes the digest)."""
-    path = Path(path)
+def _load(path: Path) -> tuple[object, bool]:
+    """(torch.load of path onto the CPU, weights only, whether it carried a digest); the digest, if
+    any, checked and removed. FileNotFoundError if path is missing; CheckpointError naming the file
+    if it is truncated or corrupted (a flipped byte in a weight changes the digest)."""
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
@@ -77,16 +84,68 @@ def load_file(path: str | Path) -> object:
         saved = state.pop(DIGEST)
         if saved != state_digest(state):
             raise CheckpointError(f"checkpoint {path} is corrupted: its content does not match its sha256 digest")
+        return state, True
+    return state, False
+
+
+def _refuse_unsigned(path: Path, unverified: bool) -> None:
+    if not (unverified or os.environ.get(UNVERIFIED_ENV) == "1"):
+        raise CheckpointError(
+            f"checkpoint {path} has no {DIGEST!r} digest, which every checkpoint the kit writes carries: it was "
+            "not written by the kit, or its digest was removed, so a changed byte would go unnoticed; load it "
+            f"only if you trust it, with unverified=True or the environment variable {UNVERIFIED_ENV}=1"
+        )
+
+
+def load_file(path: str | Path, *, unverified: bool = False) -> object:
+    """torch.load onto the CPU, weights only (no code runs), with the content digest checked.
+    FileNotFoundError if path is missing; CheckpointError naming the file if it is truncated or
+    corrupted, or carries no digest (unless unverified, module docstring)."""
+    path = Path(path)
+    state, signed = _load(path)
+    if not signed:
+        _refuse_unsigned(path, unverified)
     return state
 
 
-def read_checkpoint(path: str | Path) -> dict:
-    """A network checkpoint dict (`load_file`); CheckpointError if the file holds something else."""
-    state = load_file(path)
+def _read_one(path: Path, unverified: bool) -> dict:
+    state, signed = _load(path)
     if not isinstance(state, dict) or "model" not in state or "net_config" not in state:
         keys = sorted(state) if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"checkpoint {path} is not a drmario network checkpoint (found {keys})")
+    if not signed:
+        _refuse_unsigned(path, unverified)
     return state
+
+
+def step_checkpoints(folder: str | Path) -> list[Path]:
+    """A training run's ``step-*.pt`` checkpoints in folder, newest first."""
+    return sorted(Path(folder).glob("step-*.pt"), reverse=True)
+
+
+def read_checkpoint(path: str | Path, *, fallback: bool = False, unverified: bool = False) -> dict:
+    """A network checkpoint dict (digest checked, `load_file`); CheckpointError if the file holds
+    something else. fallback: if path is a training run's ``latest.pt`` that is damaged, the newest
+    intact ``step-*.pt`` beside it, with a warning that names both (CheckpointError listing every
+    file tried if none is intact)."""
+    path = Path(path)
+    try:
+        return _read_one(path, unverified)
+    except CheckpointError as e:
+        if not fallback or path.name != "latest.pt":
+            raise
+        problems = [str(e)]
+    for step in step_checkpoints(path.parent):
+        try:
+            state = _read_one(step, unverified)
+        except CheckpointError as e:
+            problems.append(str(e))
+            continue
+        warnings.warn(
+            f"{'; '.join(problems)}; using {step} instead (the newest intact checkpoint beside it)", stacklevel=2
+        )
+        return state
+    raise CheckpointError(f"no intact checkpoint in {path.parent}: {'; '.join(problems)}")
 
 
 def checkpoint_config(state: dict, path: str | Path = "checkpoint") -> NetConfig:
@@ -128,10 +187,13 @@ def save_net(net: DrMarioNet, path: str | Path) -> Path:
     return save_checkpoint(path, {"net_config": net.cfg.to_dict(), "model": net.state_dict()})
 
 
-def load_net(path: str | Path, cfg: NetConfig | None = None) -> DrMarioNet:
+def load_net(
+    path: str | Path, cfg: NetConfig | None = None, *, fallback: bool = True, unverified: bool = False
+) -> DrMarioNet:
     """A network (CPU, eval mode) from a checkpoint, built from its stored config, or from cfg to
-    insist on a configuration (a mismatch is a CheckpointError listing the differences)."""
-    state = read_checkpoint(path)
+    insist on a configuration (a mismatch is a CheckpointError listing the differences). A damaged
+    ``latest.pt`` falls back to the newest intact ``step-*.pt`` beside it (`read_checkpoint`)."""
+    state = read_checkpoint(path, fallback=fallback, unverified=unverified)
     saved = checkpoint_config(state, path)
     net = DrMarioNet(cfg or saved)
     load_state(net, state["model"], path, saved)

@@ -21,7 +21,9 @@ dense moves target are made on the device, per batch (`DeviceExamples.batch`).
   source text of the modules that decode and compact examples (`CODE_MODULES`), so a changed file
   (whatever its size and modification time) or changed decoding code re-parses the JSON. The JSON
   file stays the source of truth. A cache made with ``on_error="skip"`` remembers the skipped
-  lines: loading it with ``on_error="raise"`` raises the first of them, as parsing would.
+  lines: loading it with ``on_error="raise"`` raises the first of them, as parsing would. A cache
+  that cannot be read (cut short, a changed byte) is ignored: the source is parsed again, the cache
+  rewritten, and the load's warning names the damaged cache.
 - ``augment=True`` adds the 5 other colour renamings of every example (6x the examples; game ids
   are kept, so a split never puts two colourings of one game on both sides). See `examples` for
   what this preserves and what it does not.
@@ -345,21 +347,25 @@ _CACHED_ARRAYS = (
 )
 
 
-def _read_cache(path: Path, key: str) -> tuple[ExampleSet, ReadReport, int] | None:
+def _read_cache(path: Path, key: str) -> tuple[tuple[ExampleSet, ReadReport, int] | None, str | None]:
+    """(the cached examples of path, or None to parse it; what was wrong with an unusable cache)."""
     cache = cache_path(path)
     if not cache.exists():
-        return None
+        return None, None
     try:
         with np.load(cache) as data:
             if str(data["key"]) != key:
-                return None
-            arrays = {name: data[name] for name in _CACHED_ARRAYS}
+                return None, None
+            arrays = {name: data[name] for name in _CACHED_ARRAYS}  # read (and CRC-checked) here
             report = ReadReport.from_dict(json.loads(str(data["report"])))
             n_games = int(data["n_games"])
-    except (OSError, ValueError, KeyError, TypeError) as e:  # unreadable cache: parse the source again
-        warnings.warn(f"{cache}: ignoring an unreadable cache ({e})", stacklevel=3)
-        return None
-    return ExampleSet(**arrays), report, n_games
+        examples = ExampleSet(**arrays)
+    except Exception as e:  # noqa: BLE001 (a cache is disposable: any damage, e.g. zipfile.BadZipFile, zlib.error, EOFError)
+        return (
+            None,
+            f"{cache}: damaged cache ignored ({type(e).__name__}: {e}); {path} parsed again and the cache rewritten",
+        )
+    return (examples, report, n_games), None
 
 
 def _write_cache(path: Path, key: str, examples: ExampleSet, report: ReadReport, n_games: int) -> None:
@@ -418,7 +424,7 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
 
 def _load_file(path: Path, on_error: OnError, use_cache: bool, tick) -> tuple[ExampleSet, ReadReport, int]:
     key = cache_key(path) if use_cache else ""
-    hit = _read_cache(path, key) if use_cache else None
+    hit, damaged = _read_cache(path, key) if use_cache else (None, None)
     if hit is not None and on_error == "raise" and (hit[1].warnings or hit[1].missing) and not hit[1].skipped:
         hit = None  # e.g. a file cut short of its sidecar's count: parse again, which raises
     if hit is not None:
@@ -435,6 +441,8 @@ def _load_file(path: Path, on_error: OnError, use_cache: bool, tick) -> tuple[Ex
     examples = compact(decoded, game)
     if use_cache:
         _write_cache(path, key, examples, report, n_games)
+    if damaged:  # said in the load's warning, not kept in the new cache's report
+        report.warnings.append(damaged)
     return examples, report, n_games
 
 

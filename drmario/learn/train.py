@@ -317,7 +317,7 @@ class Trainer:
                 torch.cuda.set_rng_state_all(ck["rng"]["cuda"])
             self.checkpoint_path = latest
         elif cfg.init:  # a warm start: the weights of another run's network, a fresh optimiser
-            start = read_checkpoint(cfg.init)
+            start = read_checkpoint(cfg.init, fallback=True)  # a damaged latest.pt: its newest intact step
             load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init))
         self.checkpoint_step = self.step
         if self.rank == 0:

@@ -51,7 +51,7 @@ class EvalConfig(Settings):
     games_per_level: int = setting(40, "games at each level but the highest", ge=1, le=8192)
     top_level_games: int = setting(100, "games at the highest level, where agents differ most", ge=1, le=8192)
     seed: int = setting(2024, "fixes the evaluation games (drawn from the evaluation seeds)", ge=0)
-    max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a failure", ge=1)
+    max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a failure", ge=1, le=10**5)
     stall_limit: int | None = setting(None, "None: NES rules; N: a stalemate after N pills that clear no virus", ge=1)
     lockstep: int = setting(16, "games each agent plays at once (one batched decision for all)", ge=1, le=4096)
     decision_seed: int = setting(0, "seeds the agents' decisions (ties, sampling)", ge=0)

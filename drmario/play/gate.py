@@ -36,7 +36,7 @@ class GateConfig(Settings):
     levels: list[int] = setting([15, 20], "levels of the gating games", ge=0, le=MAX_LEVEL)
     games_per_level: int = setting(50, "gating games at each level", ge=1, le=4096)
     seed: int = setting(0, "fixes the gating games (drawn from the gating seeds)", ge=0)
-    max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a loss", ge=1)
+    max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a loss", ge=1, le=10**5)
     lockstep: int = setting(50, "games played at once", ge=1, le=4096)
     alpha: float = setting(0.05, "one-sided significance of 'the new network uses more pills per virus'", gt=0, lt=1)
 

@@ -8,7 +8,11 @@ and one entry per game: index, seed, level, outcome, first line, count); and und
 A finished shard is sealed (`seal`): its sidecar gets the sha256 of the examples file, of the
 records file, and of the sidecar's own content, so a changed byte in any of the three (a game
 index included) is found. On resume, a shard that does not match (cut short, changed) is not
-trusted: its files are moved aside (``*.damaged``) and its games are played again.
+trusted: its files are moved aside (``*.damaged``) and its games are played again. A shard
+written before the sidecars were sealed must read whole and its sidecar must list the games its
+records hold; a shard that lists a game an earlier shard lists too is set aside as well, so no game
+is ever counted twice. `run_problem` says whether a run is complete: every game of its settings in
+an intact shard.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from drmario.engine.game import GameRecord
@@ -72,6 +76,8 @@ def shard_problem(shard: str | Path) -> str | None:
         return str(e)
     if side is None:
         return f"{sidecar_path(shard)} is missing"
+    if not isinstance(side, dict):
+        return f"{sidecar_path(shard)} holds {type(side).__name__}, not a sidecar's JSON object"
     files = shard_files(shard)
     sums = side.get("sha256")
     if isinstance(sums, dict):
@@ -93,7 +99,20 @@ def shard_problem(shard: str | Path) -> str | None:
         return f"{shard} reads {report.examples} examples ({report.skipped} bad lines); its sidecar says {expected}"
     if games != len(side.get("games", [])):
         return f"{files['records']} holds {games} game records, the sidecar lists {len(side.get('games', []))} games"
+    listed, recorded = _listed_games(shard), _recorded_games(shard)
+    if listed != recorded:  # no digest covers an unsealed sidecar: its games must be the records' games
+        return (
+            f"{sidecar_path(shard)} lists games {_span(listed)}, but {files['records']} holds games {_span(recorded)}"
+        )
     return None
+
+
+def _span(indices: Iterable[int]) -> str:
+    """Game indices in a message: '4, 5, 6', or '0..23' for a long run of them."""
+    items = sorted(indices)
+    if len(items) > 4 and items == list(range(items[0], items[-1] + 1)):
+        return f"{items[0]}..{items[-1]}"
+    return ", ".join(map(str, items[:8])) + (f" and {len(items) - 8} more" if len(items) > 8 else "")
 
 
 def _listed_games(shard: Path) -> list[int]:
@@ -113,23 +132,66 @@ def _recorded_games(shard: Path) -> list[int]:
         return []
 
 
-def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -> list[str]:
-    """Check every shard in run_dir (`shard_problem`); move the files of a damaged one aside
-    (``<name>.damaged``), so that its games are played again (the games no intact shard lists).
-    Returns the names of the shards set aside."""
-    damaged = []
-    for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
+def _run_games(run_dir: Path) -> int | None:
+    """How many games the run's settings (selfplay.json) ask for, or None if it cannot be read."""
+    try:
+        games = json.loads((run_dir / "selfplay.json").read_text()).get("games")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return games if isinstance(games, int) and not isinstance(games, bool) else None
+
+
+def _check_shards(run_dir: Path) -> tuple[dict[Path, set[int]], dict[Path, str]]:
+    """Every shard of run_dir checked: ({intact shard: its games}, {damaged shard: what is wrong}).
+    A shard that lists a game an earlier intact shard lists is damaged too (a changed index)."""
+    intact: dict[Path, set[int]] = {}
+    damaged: dict[Path, str] = {}
+    owner: dict[int, Path] = {}
+    for shard in sorted((run_dir / SHARDS).glob("shard-*.jsonl.gz")):
         problem = shard_problem(shard)
-        if problem is None:
+        games = _listed_games(shard) if problem is None else []
+        twice = [g for g in games if g in owner]
+        if problem is None and (twice or len(set(games)) != len(games)):
+            where = f"shard {owner[twice[0]].name}" if twice else "this sidecar"
+            problem = f"{sidecar_path(shard)} lists game {twice[0] if twice else games} which {where} lists too"
+        if problem is not None:
+            damaged[shard] = problem
             continue
-        games = _recorded_games(shard) or _listed_games(shard)
+        intact[shard] = set(games)
+        owner.update({g: shard for g in games})
+    return intact, damaged
+
+
+def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -> list[str]:
+    """Check every shard in run_dir (`shard_problem`, and no game in two shards); move the files of
+    a damaged one aside (``<name>.damaged``), so that its games are played again (the games no
+    intact shard lists), and say how many. Returns the names of the shards set aside."""
+    run_dir = Path(run_dir)
+    intact, damaged = _check_shards(run_dir)
+    if not damaged:
+        return []
+    total = _run_games(run_dir)
+    done = set().union(*intact.values())
+    starts = sorted([*intact, *damaged], key=lambda p: p.name)
+    for shard, problem in damaged.items():
+        known = set(_recorded_games(shard)) | set(_listed_games(shard))
+        if total is not None:
+            if not known:  # nothing readable names them: the games from its first up to the next shard's
+                first = int(shard.name[6:12])
+                later = [int(p.name[6:12]) for p in starts if p.name > shard.name]
+                known = set(range(first, min([*later, total])))
+            known = {g for g in known if 0 <= g < total}
+        games = sorted(known - done)
         for path in (*shard_files(shard).values(), sidecar_path(shard)):
             if path.exists():
                 os.replace(path, path.with_name(path.name + ".damaged"))
-        count = f"its {len(games)} game(s) are" if games else "its games are"
-        log(f"{shard.name} is damaged: {problem}; {count} played again (old files: *.damaged)")
-        damaged.append(shard.name)
-    return damaged
+        again = (
+            f"its {len(games)} game(s) are played again (games {_span(games)}; "
+            if games
+            else "its games are played again ("
+        )
+        log(f"{shard.name} is damaged: {problem}; {again}old files: *.damaged)")
+    return [shard.name for shard in damaged]
 
 
 def done_games(run_dir: str | Path) -> set[int]:
@@ -139,6 +201,23 @@ def done_games(run_dir: str | Path) -> set[int]:
     for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
         done.update(_listed_games(shard))
     return done
+
+
+def run_problem(run_dir: str | Path) -> str | None:
+    """What keeps a self-play run from being complete, or None if it is: its settings readable,
+    every shard intact (`shard_problem`, no game in two shards) and every game of the settings in one."""
+    run_dir = Path(run_dir)
+    total = _run_games(run_dir)
+    if total is None:
+        return f"{run_dir / 'selfplay.json'} is missing or does not say how many games the run plays"
+    intact, damaged = _check_shards(run_dir)
+    if damaged:
+        shard, problem = next(iter(damaged.items()))
+        return f"{shard.name} is damaged: {problem}"
+    missing = set(range(total)) - set().union(*intact.values())
+    if missing:
+        return f"{len(missing)} of its {total} games are not written yet (games {_span(missing)})"
+    return None
 
 
 def read_records(run_dir: str | Path) -> list[GameRecord]:

@@ -27,6 +27,9 @@ run may change. A run directory has one owner: a second pipeline on it is refuse
 
 An executed notebook is written under a temporary name and renamed into place when papermill is
 done, so ``notebooks/`` never holds a notebook cut short (by a full disk, a kill) under its real name.
+A step is done only when its notebook completed and its outputs are whole (`step_problem`): every
+game of its self-play in an intact shard, the training result and the gate's record readable. An
+interrupted notebook (Ctrl-C, SIGINT) is not kept; one whose kernel died is kept marked as failed.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from drmario.files import (
     temp_path,
     write_atomic,
 )
+from drmario.play.shards import run_problem
 from drmario.run.kit import ROOT, kit_dir
 from drmario.run.profiles import (
     NOTEBOOKS,
@@ -189,8 +193,31 @@ def notebook_completed(path: str | Path) -> bool:
     return bool(meta.get("end_time")) and not meta.get("exception")
 
 
+def step_problem(step: Step) -> str | None:
+    """What keeps a step from being done, or None if it is: its executed notebook completed, and
+    its outputs are there and whole (a notebook file alone never makes a step done)."""
+    if not notebook_completed(step.output):
+        return f"{step.output} is missing or did not run to its end"
+    missing = [str(p) for p in step.products if not p.exists()]
+    if missing:
+        return f"it did not make {', '.join(missing)}"
+    section = section_of(step.notebook)
+    if section in ("round0_data", "next_round"):  # every game of the round in a sealed, intact shard
+        problem = run_problem(step.products[0].parent)
+        return None if problem is None else f"its self-play is incomplete: {problem}"
+    for path in step.products:
+        if path.suffix == ".json":  # the training result and the gate's record: whole JSON objects
+            try:
+                if not isinstance(json.loads(path.read_text()), dict):
+                    return f"{path} does not hold a JSON object"
+            except (OSError, ValueError) as e:
+                return f"{path} cannot be read: {e}"
+    return None
+
+
 def step_done(step: Step) -> bool:
-    return notebook_completed(step.output) and all(p.exists() for p in step.products)
+    """Whether a step is done (`step_problem`)."""
+    return step_problem(step) is None
 
 
 def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -215,7 +242,16 @@ def _claim(
     settings = json.loads(json.dumps(dict(profile)))  # as JSON compares
     accepted: list[str] = []
     if record.exists():
-        previous = json.loads(record.read_text())
+        try:
+            previous = json.loads(record.read_text())
+            if not isinstance(previous, dict):
+                raise ValueError(f"a JSON object was expected, not {type(previous).__name__}")
+        except (OSError, ValueError) as e:
+            raise ValueError(
+                f"{record}: cannot read this run's record of its settings ({e}); it is JSON with the profile the "
+                "run was made with (keys profile, source, rounds): restore or mend it to resume this run, or start "
+                "again in a new run directory (e.g. --run-dir runs/<new name>)"
+            ) from e
         finished = {section_of(step.notebook) for step in steps if step_done(step)}
         old = previous.get("profile", {})
         binding = [
@@ -282,12 +318,17 @@ def _trace_hint(step: Step) -> str:
     return ""
 
 
-def _keep_executed(tmp: Path, output: Path) -> bool:
-    """Rename the executed notebook tmp to output if it is a whole notebook (else remove it)."""
+def _keep_executed(tmp: Path, output: Path, failed: bool = False) -> bool:
+    """Rename the executed notebook tmp to output if it is a whole notebook (else remove it).
+    failed: mark it as failed in papermill's metadata (a kernel that died leaves a notebook with an
+    end time and no exception), so that it never counts as completed."""
     import nbformat
 
     try:
-        nbformat.read(tmp, as_version=4)
+        nb = nbformat.read(tmp, as_version=4)
+        if failed:
+            nb.metadata.setdefault("papermill", {})["exception"] = True
+            nbformat.write(nb, tmp)
     except Exception:  # missing, or cut short (a full disk): no pointer to a broken file
         tmp.unlink(missing_ok=True)
         return False
@@ -336,12 +377,13 @@ def _execute(step: Step, notebooks_dir: Path, env: Mapping[str, str], progress: 
         raise PipelineError(
             f"{step.label} failed in cell {e.exec_count}{cell}: {e.ename}: {e.evalue}\n{_trace_hint(step)}{where}"
         ) from e
-    except BaseException as e:  # the kernel died or could not start, the disk is full, an interrupt
-        kept = _keep_executed(tmp, step.output)
-        if not isinstance(e, Exception):
-            raise
+    except Exception as e:  # the kernel died or could not start, the disk is full
+        kept = _keep_executed(tmp, step.output, failed=True)
         where = f"the notebook as far as it ran is {step.output}" if kept else _lost(step)
         raise PipelineError(f"{step.label} failed: {type(e).__name__}: {e}\n{_trace_hint(step)}{where}") from e
+    except BaseException:  # Ctrl-C, SIGINT: papermill still wrote the notebook as if it had ended
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, step.output)
 
 
@@ -397,10 +439,14 @@ def run_pipeline(
             step = resolved(step, rounds)
             log(f"{where}: running -> {step.output}")
             start = time.perf_counter()
-            _execute(step, notebooks_dir, env, progress)
-            missing = [str(p) for p in step.products if not p.exists()]
-            if missing:
-                raise PipelineError(f"{step.label} completed but did not make {', '.join(missing)}; see {step.output}")
+            try:
+                _execute(step, notebooks_dir, env, progress)
+            except KeyboardInterrupt:
+                log(f"{where}: interrupted; its notebook is not kept: run the same command again to resume")
+                raise
+            problem = step_problem(step)
+            if problem is not None:
+                raise PipelineError(f"{step.label} completed but {problem}; see {step.output}")
             log(f"{where}: finished in {time.perf_counter() - start:.0f} s")
     return steps
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -548,11 +549,9 @@ def results(run: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_pipeline_killed_at_random_points_resumes_to_the_same_results(tmp_path):
-    whole = tmp_path / "whole"
-    start = time.perf_counter()
-    subprocess.run(pipeline_cmd(whole), env=child_env(), check=True, capture_output=True, timeout=300)
-    duration = time.perf_counter() - start
+def test_pipeline_killed_at_random_points_resumes_to_the_same_results(uninterrupted, tmp_path):
+    whole, took = uninterrupted
+    duration = sum(took.values()) + 5  # the steps, and the start of the pipeline and its kernels
     seed = int(os.environ.get("DRMARIO_KILL_SEED", time.time_ns() % 2**32))  # set it to replay a failure
     rng = random.Random(seed)
     broken = tmp_path / "broken"
@@ -586,3 +585,341 @@ def test_pipeline_killed_at_random_points_resumes_to_the_same_results(tmp_path):
     for book in (broken / "notebooks").glob("*.ipynb"):
         assert P.notebook_completed(book)
     assert np.isfinite(pd.read_csv(broken / "train0" / "metrics.csv")["loss"]).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# Ctrl-C, a changed byte, a second writer (issue 21)
+
+
+def tiny_steps(run: Path) -> list[P.Step]:
+    from drmario.run.profiles import apply_overrides, load_profile
+
+    return P.plan(apply_overrides(load_profile("ci"), TINY), run)
+
+
+def test_a_notebook_file_alone_never_makes_a_step_done(whole_run, tmp_path, monkeypatch):
+    """Interrupted, papermill still writes the notebook as if it had ended: it is not kept; and a
+    completed notebook beside partial self-play (one shard gone) is no finished step either."""
+    import papermill as pm
+
+    books = fake_notebooks(tmp_path / "books", (TRAINED,))
+    run = tmp_path / "run"
+
+    def interrupted(source, output, **kwargs):  # what papermill leaves when Ctrl-C stops a kernel
+        nb = nbformat.read(source, as_version=4)
+        nb.metadata["papermill"] = {"end_time": "2026-01-01T00:00:00", "exception": None}
+        nbformat.write(nb, output)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pm, "execute_notebook", interrupted)
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        P.run_pipeline("ci", run, notebooks_dir=books, progress=False, log=lines.append)
+    assert "interrupted; its notebook is not kept" in lines[-1]
+    assert not list((run / "notebooks").iterdir())  # neither the notebook nor its temporary file
+    first = tiny_steps(run)[0]
+    copy_run(whole_run, run / "round0")
+    nbformat.write(
+        nbformat.v4.new_notebook(metadata={"papermill": {"end_time": "now", "exception": None}}), first.output
+    )
+    assert P.step_done(first)
+    (run / "round0" / "examples" / "shard-000002.jsonl.gz").unlink()
+    assert not P.step_done(first)
+    assert "2 of its 6 games are not written yet (games 2, 3)" in P.step_problem(first)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> tuple[Path, dict[str, float]]:
+    """The tiny pipeline run once, whole, and how long each of its steps took."""
+    whole = tmp_path_factory.mktemp("uninterrupted") / "run"
+    done = subprocess.run(pipeline_cmd(whole), env=child_env(), check=True, capture_output=True, text=True, timeout=300)
+    took = {}
+    for line in done.stdout.splitlines():
+        if ": finished in " in line:
+            took[line.split("] ")[1].split(" (")[0]] = float(line.rsplit(" in ", 1)[1].split()[0])
+    return whole, took
+
+
+@pytest.mark.slow
+def test_sigint_at_random_points_in_01_02_03_resumes_to_the_same_results(uninterrupted, tmp_path):
+    """Ctrl-C as a terminal sends it (SIGINT to the pipeline's process group) once in each of 01 (just
+    after its first shard), 02 and 03 (at random points): no step is taken for done that is not, and
+    the run ends as an uninterrupted one."""
+    whole, took = uninterrupted
+    seed = int(os.environ.get("DRMARIO_KILL_SEED", time.time_ns() % 2**32))  # set it to replay a failure
+    rng = random.Random(seed)
+    broken, at = tmp_path / "broken", []
+    env = {**child_env(), "PYTHONUNBUFFERED": "1"}
+    for notebook in ("01_round0_data", "02_train", "03_analysis"):
+        proc = subprocess.Popen(
+            pipeline_cmd(broken),
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        out: list[str] = []
+        try:
+            for line in proc.stdout:
+                out.append(line)
+                if f"{notebook} (round 0): running" in line:
+                    break
+            if notebook == "01_round0_data":  # between its shards: where a notebook file alone misled (1 of 2)
+                first = broken / "round0" / "examples" / "shard-000000.jsonl.gz"
+                wait_for(first.exists, 60, "01's first shard", step=0.02)
+                delay = rng.uniform(0.0, 0.3)
+            else:
+                delay = rng.uniform(0.5, max(1.0, took[notebook]))
+            at.append(f"{notebook} +{delay:.2f} s")
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGINT)
+            out += proc.stdout.readlines()
+            code = proc.wait(60)
+        finally:
+            kill_tree(proc)
+        assert code in (0, -signal.SIGINT, 130), f"DRMARIO_KILL_SEED={seed} at {at}: {''.join(out)[-2000:]}"
+        for step in tiny_steps(broken):  # whatever notebook is there stands for a finished step
+            assert not step.output.exists() or P.step_done(step), f"{step.label}: {P.step_problem(step)} ({at})"
+    done = subprocess.run(pipeline_cmd(broken), env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"DRMARIO_KILL_SEED={seed}, interrupted at {at}: {done.stderr[-3000:]}"
+    got, want = results(broken), results(whole)
+    assert got.keys() == want.keys(), f"DRMARIO_KILL_SEED={seed}, interrupted at {at}"
+    for key in want:
+        assert got[key] == want[key], f"{key} differs: DRMARIO_KILL_SEED={seed}, interrupted at {at}"
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "unsealed"])
+def test_a_changed_game_index_in_a_sidecar_is_found(whole_run, tmp_path, sealed):
+    run = copy_run(whole_run, tmp_path / "run")
+    shard = run / "examples" / "shard-000000.jsonl.gz"
+    side = read_sidecar(shard)
+    if not sealed:  # a shard written before sidecars were sealed: no digest covers it
+        del side["sha256"]
+    side["games"][1]["index"] = 0  # a valid digit changed: game 1 would be played again, twice in training
+    sidecar_path(shard).write_text(json.dumps(side, indent=1) + "\n")
+    reports: list[str] = []
+    sp.generate(sp.SelfPlayConfig(**SETTINGS), run, progress=False, log=reports.append)
+    assert len(reports) == 1 and reports[0].startswith(f"{shard.name} is damaged: {sidecar_path(shard)}")
+    assert "2 game(s) are played again (games 0, 1;" in reports[0]
+    assert shard_bytes(run) == shard_bytes(whole_run)  # the same examples, none twice
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "cut short"])
+def test_a_damaged_example_cache_is_parsed_again_and_named(tmp_path, damage):
+    from drmario.learn.dataset import cache_path, load_examples
+
+    source = tmp_path / "examples.jsonl.gz"
+    source.write_bytes(sorted(SAMPLE.glob("*.jsonl.gz"))[0].read_bytes())
+    sidecar_path(source).write_bytes(sidecar_path(sorted(SAMPLE.glob("*.jsonl.gz"))[0]).read_bytes())
+    first = load_examples(source, progress=False)
+    cache = cache_path(source)
+    data = cache.read_bytes()
+    if damage == "cut short":
+        cache.write_bytes(data[: len(data) - 200])
+    else:  # inside cells.npy, the first array: the zip's CRC finds it
+        cache.write_bytes(data[:300] + bytes([data[300] ^ 0xFF]) + data[301:])
+    with pytest.warns(
+        UserWarning, match=rf"{cache.name}: damaged cache ignored .*parsed again and the cache rewritten"
+    ):
+        again = load_examples(source, progress=False)
+    assert np.array_equal(again.cells, first.cells) and np.array_equal(again.move_prob, first.move_prob)
+    reports: list = []
+    load_examples(source, progress=False, reports=reports)  # rewritten: read from the cache, no warning
+    assert reports[0].cached and not reports[0].warnings
+
+
+def test_train_and_generate_inside_a_run_another_process_holds_are_refused(tmp_path, capsys):
+    run = tmp_path / "run"
+    # the holder's own descendants (a kernel's trainer) work inside its run
+    child = f"from drmario.files import lock_run_dir; lock_run_dir({str(run / 'train0')!r}, 'trainer'); print(1)"
+    holder = python(
+        "import subprocess, sys, time; from drmario.files import lock_run_dir\n"
+        f"lock = lock_run_dir({str(run)!r}, 'pipeline')\n"
+        f"inner = subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True)\n"
+        "print('child', inner.stdout.strip(), inner.stderr[-300:], flush=True)\n"
+        "time.sleep(60)",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = holder.stdout.readline()
+        assert line.strip() == "child 1", line
+        train = ["train", str(run / "train0"), str(SAMPLE), "--filters", "8", "--blocks", "1", "--steps", "2"]
+        generate = ["generate", str(run / "round0"), "--games", "2", "--mode", "expert", "--no-progress"]
+        for args in (train + ["--device", "cpu", "--no-progress"], generate):
+            assert main(args) == 2
+            err = capsys.readouterr().err
+            assert f"is inside {run}, which is in use by pipeline (pid {holder.pid}" in err, err
+        assert not (run / "train0" / "checkpoints").exists() and not (run / "round0" / "examples").exists()
+    finally:
+        kill_tree(holder)
+    inner = python(
+        f"import time; from drmario.files import lock_run_dir; l = lock_run_dir({str(run / 'train0')!r}, 'trainer'); "
+        "print('locked', flush=True); time.sleep(60)",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:  # and the other way round: a pipeline around a trainer that is not its own
+        assert inner.stdout.readline().strip() == "locked"
+        with pytest.raises(RunDirectoryLocked, match=rf"is around {run / 'train0'}, which is in use by trainer"):
+            lock_run_dir(run, "pipeline")
+        assert lock_holder(run) is None
+    finally:
+        kill_tree(inner)
+
+
+def tiny_checkpoints(folder: Path) -> dict[str, Any]:
+    """step-000005.pt and latest.pt of a tiny network (the same weights), as training leaves them."""
+    import torch
+
+    from drmario.learn.checkpoint import save_checkpoint
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    torch.manual_seed(5)
+    net = DrMarioNet(NetConfig(filters=4, blocks=0))
+    state = {"net_config": net.cfg.to_dict(), "model": net.state_dict(), "step": 5}
+    for name in ("step-000005.pt", "latest.pt"):
+        save_checkpoint(folder / name, state)
+    return {k: v.clone() for k, v in net.state_dict().items()}
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_its_newest_intact_step_when_loaded(tmp_path):
+    import torch
+
+    from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint
+    from drmario.run.agents import make_agent
+
+    weights = tiny_checkpoints(tmp_path / "checkpoints")
+    latest = tmp_path / "checkpoints" / "latest.pt"
+    data = latest.read_bytes()
+    latest.write_bytes(data[: len(data) // 2])
+    with pytest.warns(UserWarning, match=r"latest\.pt cannot be read.*using .*step-000005\.pt instead"):
+        net = load_net(latest)
+    assert all(torch.equal(net.state_dict()[k], v) for k, v in weights.items())
+    with pytest.warns(UserWarning, match="step-000005.pt instead"):
+        make_agent("policy", network=latest)  # what 03's arena and 04's self-play do with the best network
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        read_checkpoint(latest)  # asked for that file alone: no fallback
+    (tmp_path / "checkpoints" / "step-000005.pt").write_bytes(b"damaged too")
+    with pytest.raises(CheckpointError, match=r"no intact checkpoint in .*latest\.pt cannot be read.*step-000005\.pt"):
+        load_net(latest)
+
+
+def test_a_checkpoint_without_its_digest_is_refused_unless_asked(tmp_path, monkeypatch):
+    import torch
+
+    from drmario.learn.checkpoint import UNVERIFIED_ENV, CheckpointError, load_net
+
+    tiny_checkpoints(tmp_path)
+    (tmp_path / "step-000005.pt").unlink()  # (with it there, loading latest.pt would fall back to it)
+    path = tmp_path / "latest.pt"
+    state = torch.load(path, weights_only=True)
+    state["digest"] = state.pop("sha256")  # the key renamed ...
+    name = next(iter(state["model"]))
+    state["model"][name].view(-1)[0] += 1.5  # ... and a weight changed
+    torch.save(state, path)
+    with pytest.raises(
+        CheckpointError, match=rf"{path} has no 'sha256' digest.*unverified=True or .*{UNVERIFIED_ENV}=1"
+    ):
+        load_net(path)
+    assert float(load_net(path, unverified=True).state_dict()[name].view(-1)[0]) == float(
+        state["model"][name].view(-1)[0]
+    )
+    monkeypatch.setenv(UNVERIFIED_ENV, "1")
+    load_net(path)
+
+
+def test_every_integer_setting_has_a_range_its_consumers_take(tmp_path):
+    import torch
+
+    from drmario.learn.train import TrainConfig, _permutation
+    from drmario.play.lockstep import decision_seed
+    from drmario.run.cli import settings_classes
+    from drmario.settings import SettingsError, setting_range
+
+    def bound(bounds: dict, *keys: str) -> float:
+        found = [bounds[k] for k in keys if bounds[k] is not None]
+        return found[0] if found else float("nan")
+
+    unbounded = []
+    for cls in settings_classes().values():
+        for leaf in cls.leaves():
+            bounds = setting_range(leaf.owner, leaf.path.rsplit(".", 1)[-1])
+            if "int" in leaf.type_text and not (
+                bound(bounds, "le", "lt") <= 2**31 - 1 and bound(bounds, "ge", "gt") >= -(2**31)
+            ):
+                unbounded.append(f"{leaf.owner.__name__}.{leaf.path}")
+    assert not unbounded
+    with pytest.raises(SettingsError, match=r"train\.seed = 99999999999999999999999: expected >= 0 and <= 2147483647"):
+        P.run_pipeline("ci", tmp_path / "run", overrides=["train.seed=99999999999999999999999"], progress=False)
+    assert not (tmp_path / "run").exists()  # refused before 01 ran
+    top = 2**31 - 1  # what the seeds' consumers get at most
+    torch.manual_seed(TrainConfig(seed=top).seed)
+    assert len(_permutation(5, top, top, torch.device("cpu"))) == 5 and decision_seed(top, 10**7, 10**5) >= 0
+    assert len(sp.SelfPlayConfig(seed=top, games=2).game_specs()) == 2
+
+
+def test_unreadable_run_files_are_named_with_what_to_do(tmp_path, whole_run):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / P.RECORD).write_text("")
+    with pytest.raises(ValueError, match=rf"{run / P.RECORD}: cannot read this run's record .*new run directory"):
+        P.run_pipeline("ci", run, progress=False, log=lambda line: None)
+    profile = tmp_path / "binary.yaml"
+    profile.write_bytes(b"\xff\xfe\x00name: x")
+    with pytest.raises(ValueError, match=rf"profile {profile}: cannot read it as YAML text: 'utf-8' codec"):
+        P.run_pipeline(profile, tmp_path / "other", progress=False)
+    # a damaged sidecar whose records are gone too: the games are still counted
+    copy = copy_run(whole_run, tmp_path / "selfplay")
+    shard = copy / "examples" / "shard-000002.jsonl.gz"
+    sidecar_path(shard).write_text(sidecar_path(shard).read_text()[:40])
+    shards.records_path(shard).unlink()
+    reports: list[str] = []
+    sp.generate(sp.SelfPlayConfig(**SETTINGS), copy, progress=False, log=reports.append)
+    assert len(reports) == 1 and "cannot read the sidecar" in reports[0]
+    assert "its 2 game(s) are played again (games 2, 3;" in reports[0]
+    assert shard_bytes(copy) == shard_bytes(whole_run)
+
+
+def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path):
+    import torch
+
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    torch.manual_seed(0)
+    ckpt = save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt")
+    cfg = sp.SelfPlayConfig(
+        games=40,
+        levels=[0, 3],
+        seed=2,
+        games_per_shard=2,
+        max_pills=60,
+        workers=2,
+        inference="server",
+        network=str(ckpt),
+        search=SearchConfig(mode="puct", simulations=4),
+    )
+    run, me, killed = tmp_path / "run", psutil.Process(), []
+
+    def worker():
+        if not list((run / "examples").glob("shard-*.jsonl.gz")):
+            return None
+        spawned = sorted(
+            (p for p in alive(me.children()) if "spawn_main" in " ".join(p.cmdline())), key=lambda p: p.create_time()
+        )
+        if len(spawned) < 3:  # the inference server first, then the two search workers
+            return None
+        killed.append(time.monotonic())
+        return spawned[1]
+
+    killer = kill_when(worker, "a search worker")
+    with pytest.raises(RunError) as failure:
+        sp.generate(cfg, run, progress=False)
+    killer.join(1)
+    assert time.monotonic() - killed[0] < 15
+    assert re.match(
+        r"search worker \d \(killed by SIGKILL\) died while the inference server was running", str(failure.value)
+    )
+    assert "SIGTERM" not in str(failure.value) and "the other 1 worker(s) were stopped" in str(failure.value)

@@ -62,12 +62,16 @@ def _pill_pieces(pill: PillLike, r: int, x: int, y: int) -> list[tuple[int, int,
 
 
 def _check_cells(cells: object) -> np.ndarray:
-    """cells if it is an integer array [8, 16] of cell codes (0..31); ValueError naming it otherwise."""
+    """cells if it is an integer array [8, 16] of cell codes (empty, or a shape and a colour);
+    ValueError naming the first bad one otherwise."""
     if not isinstance(cells, np.ndarray) or cells.dtype.kind not in "iu" or cells.shape != (K.WIDTH, K.HEIGHT):
         what = f"an array of {cells.dtype} {cells.shape}" if isinstance(cells, np.ndarray) else type(cells).__name__
         raise ValueError(f"board cells: expected an integer array [8, 16] of cell codes, got {what}")
-    if cells.size and not (cells.min() >= 0 and cells.max() < 32):
-        raise ValueError(f"board cells: cell codes are 0..31, got {cells.min()}..{cells.max()}")
+    codes = cells.astype(np.int64)
+    valid = (codes == K.EMPTY) | ((codes >= 0) & (codes & 3 != 0) & (codes >> 2 <= K.RIGHT))
+    if not valid.all():
+        x, y = np.argwhere(~valid)[0]
+        raise ValueError(f"board cells: invalid cell code {cells[x, y]} at x={x}, y={y}")
     return cells
 
 

@@ -156,6 +156,7 @@ def run_with_server(
             )
             for w in range(workers)
         ]
+        failed: list[tuple[str, int | None]] = []  # the workers that died on their own
         try:
             for p in procs:
                 p.start()
@@ -168,8 +169,12 @@ def run_with_server(
                 if not server.process.is_alive():
                     server_lost = True
                     break
-                if any(p.exitcode for p in procs):  # a dead worker ends the run now, not when the rest finish
+                failed = [(p.name, p.exitcode) for p in procs if p.exitcode]
+                if failed:  # a dead worker ends the run now, not when the rest finish
                     break
+            if failed:  # stop the others before the server, so none waits on it or reports it gone
+                _stop(procs)
+                raise RunError(_failure(failed, len(procs), run_dir))
             if server_lost:
                 server.process.join(1)
                 code = server.process.exitcode
@@ -182,17 +187,35 @@ def run_with_server(
             for row in server.close():
                 append_csv(metrics, row)
         finally:
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-                p.join(5)
+            _stop(procs)
         failed = [(p.name, p.exitcode) for p in procs if p.exitcode]
         if failed:
-            parts = ", ".join(f"{name} ({exit_text(code)})" for name, code in failed)
-            raise RunError(
-                f"{parts} failed while the inference server was running; their traceback is in the output "
-                f"above; the shards written in {run_dir} are kept: run the same command again to play the rest"
-            )
+            raise RunError(_failure(failed, len(procs), run_dir))
+
+
+def _stop(procs: Sequence[Any]) -> None:
+    """Terminate the processes still running and reap them all."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(5)
+
+
+def _failure(failed: Sequence[tuple[str, int | None]], workers: int, run_dir: Path) -> str:
+    """The message for search workers that died while the inference server ran."""
+    parts = ", ".join(f"{name} ({exit_text(code)})" for name, code in failed)
+    others = workers - len(failed)
+    trace = (
+        "its traceback is in the output above"
+        if all(code is not None and code > 0 for _, code in failed)
+        else "a process killed by a signal leaves no traceback"
+    )
+    return (
+        f"{parts} died while the inference server was running ({trace}); "
+        f"{f'the other {others} worker(s) were stopped; ' if others else ''}"
+        f"the shards written in {run_dir} are kept: run the same command again to play the rest"
+    )
 
 
 def exit_text(code: int | None) -> str:

@@ -57,9 +57,9 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
     base: dict = {}
     if getattr(args, "config", None):
         try:
-            base = load_yaml(Path(args.config).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ValueError(f"--config {args.config}: cannot read it: {e}") from e
+            base = load_yaml(Path(args.config).read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
+            raise ValueError(f"--config {args.config}: cannot read it as YAML text: {e}") from e
     paths = {leaf.name: leaf.path for leaf in cls.leaves()}
     overrides = {k[len(SETTING) :]: v for k, v in vars(args).items() if k.startswith(SETTING)}
     for text in getattr(args, "set", None) or []:

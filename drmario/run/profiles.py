@@ -311,9 +311,9 @@ def load_profile(path: str | Path) -> dict[str, Any]:
 
     path = profile_path(path)
     try:
-        data = load_yaml(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"profile {path}: cannot read it: {e}") from e
+        data = load_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
+        raise ValueError(f"profile {path}: cannot read it as YAML text: {e}") from e
     if not isinstance(data, dict):
         raise ValueError(f"profile {path}: expected a mapping of a name and sections, got {type(data).__name__}")
     profile: dict[str, Any] = {"name": data.pop("name", path.stem)}

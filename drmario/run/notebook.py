@@ -288,7 +288,8 @@ def replay_with_search(
 
 def rounds_table(run_dir: str | Path) -> pd.DataFrame:
     """One row per self-play round found in run_dir: games, positions, wins, top outs, stalemates,
-    viruses cleared, pills per virus, and the search that made it."""
+    viruses cleared, pills per virus, the mean KL(target || prior) (NaN for the expert, which has no prior) and
+    the search that made it."""
     import pandas as pd
 
     from drmario.play.selfplay import summary
@@ -308,7 +309,7 @@ def rounds_table(run_dir: str | Path) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows).set_index("round")
-    counts = [c for c in df.columns if c not in ("pills_per_virus", "search", "network")]
+    counts = [c for c in df.columns if c not in ("pills_per_virus", "search_kl", "search", "network")]
     return df.astype({c: int for c in counts})
 
 

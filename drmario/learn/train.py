@@ -78,8 +78,10 @@ class TrainConfig(Settings):
     init: str | None = setting(
         None, "a network checkpoint whose weights start the training (a warm start); None: fresh weights"
     )
-    optimizer: Literal["sgd", "adamw"] = setting("sgd", "sgd (momentum, Nesterov) or adamw")
-    lr: float = setting(0.02, "peak learning rate", gt=0, le=10)
+    optimizer: Literal["sgd", "adamw"] = setting(
+        "adamw", "adamw (what every profile uses) or sgd (the design's: momentum, Nesterov)"
+    )
+    lr: float = setting(0.002, "peak learning rate (the cpu profile's; sgd wants about 0.02)", gt=0, le=10)
     momentum: float = setting(0.9, "sgd momentum", ge=0, lt=1)
     nesterov: bool = setting(True, "sgd: Nesterov momentum")
     betas: tuple[float, float] = setting((0.9, 0.999), "adamw betas", ge=0, lt=1)

@@ -32,11 +32,12 @@ test: lint
 	$(BIN)/python -m pytest
 
 # The notebook pipeline (01 round-0 data -> 02 training -> 03 analysis) with the small CI profile, then
-# the shipped network (data/networks/small.pt, from the cpu profile) against greedy and the expert.
+# the shipped network (data/networks/small.pt, from the cpu profile) against greedy and the expert;
+# both resume or reuse what an earlier `make run` finished (evaluate --force plays its games again).
 run: install
 	$(BIN)/python -m drmario pipeline --profile ci --run-dir runs/demo
 	$(BIN)/python -m drmario evaluate --agents greedy,expert,policy@small,net-mcts-32@small \
-		--levels "[10, 15, 20]" --games-per-level 10 --top-level-games 10
+		--levels "[10, 15, 20]" --games-per-level 10 --top-level-games 10 --out runs/demo/shipped-arena.csv
 
 # Remake the committed sample: data/round0-sample (round-0 examples) and data/eval_games.json.
 data: install

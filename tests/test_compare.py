@@ -236,3 +236,52 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     assert export.shipped_round(run) == 0
     main(["export", str(run), "--out", str(tmp_path / "nets" / "gated.pt")])
     assert [g["promoted"] for g in export.read_card(tmp_path / "nets" / "gated.pt")["gates"]] == [True, False]
+
+
+def test_settings_differences_name_what_the_runs_were_made_with(runs, capsys):
+    a, b = runs
+    profile = {"name": "a", "train": {"filters": 16, "steps": 60}, "analysis": {"levels": [0, 5]}}
+    (a / "pipeline.json").write_text(json.dumps({"profile": profile, "rounds": 2}))
+    profile = {"name": "b", "train": {"filters": 32, "steps": 60}}  # B leaves analysis to the notebook
+    (b / "pipeline.json").write_text(json.dumps({"profile": profile, "rounds": 1}))
+    differ = compare.settings_differences([a, b])
+    assert list(differ.columns) == ["A", "B"]
+    assert differ.to_dict("index") == {
+        "profile": {"A": "a", "B": "b"},
+        "rounds": {"A": "2", "B": "1"},
+        "train.filters": {"A": "16", "B": "32"},
+        "analysis.levels": {"A": "[0, 5]", "B": compare.UNSET},
+    }
+    assert compare.settings_differences([a, a]).empty and compare.settings_differences(a).empty
+    text = compare.differences_text(differ, limit=2)
+    assert text == "runs differ in: profile (A: a, B: b); rounds (A: 2, B: 1); and 2 more"
+    figs = compare.figures([a, b])
+    assert "train.filters (A: 16, B: 32)" in figs["leaderboard"].get_suptitle()
+    assert all("runs differ in" in figs[stem].get_suptitle() for stem in ("arena", "curves"))
+    assert main(["compare", str(a), str(b)]) == 0
+    printed = capsys.readouterr().out
+    assert "Settings that differ" in printed and "train.filters" in printed and "analysis.levels" in printed
+    # A run of `drmario train` alone: its config.json, without the paths of its data
+    (a / "pipeline.json").unlink()
+    (b / "pipeline.json").unlink()
+    for run, lr in ((a, 0.002), (b, 0.01)):
+        config = {"data": [str(run / "round0")], "lr": lr, "net": {"filters": 16}}
+        (run / "train0" / "config.json").write_text(json.dumps(config))
+    assert compare.settings_differences([a, b]).to_dict("index") == {"train0.lr": {"A": "0.002", "B": "0.01"}}
+
+
+def test_plots_keep_legends_off_the_curves_and_intervals_apart(runs):
+    figs = compare.figures(list(runs))
+    arena = figs["arena"]
+    arena.canvas.draw()
+    panels = [ax for ax in arena.axes if ax.get_visible()]
+    legends = [ax.get_legend() for ax in panels if ax.get_legend() is not None]
+    assert len(legends) == 1  # one legend for every panel
+    box = legends[0].get_window_extent()
+    assert all(not box.overlaps(ax.get_window_extent()) for ax in panels)  # beside the panels, not on them
+    left = figs["leaderboard"].axes[0]
+    assert not left.collections or all(type(c).__name__ == "LineCollection" for c in left.collections)  # no bands
+    bars = [c for c in left.collections if type(c).__name__ == "LineCollection"]
+    assert len(bars) == len(set(compare.arena_results(list(runs))["agent"]))  # an error bar set per agent
+    xs = {round(float(seg[0][0]), 3) for c in bars for seg in c.get_segments()}
+    assert len(xs) > len(LEVELS)  # side by side at a level, not stacked on one x

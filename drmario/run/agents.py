@@ -23,6 +23,7 @@ argument (a path, the name of a network shipped with the kit such as ``small``, 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 DEFAULT_SIMULATIONS = 100
 SEARCH_KINDS = ("mcts", "mcts-greedy", "net-mcts", "net-gumbel")
 NETWORK_KINDS = ("policy", "net-mcts", "net-gumbel")
+TORCH_KINDS = (*NETWORK_KINDS, "dqn", "td")  # the agents that run a torch network
 KINDS = ("random", "greedy", "expert", *SEARCH_KINDS, "policy", "dqn", "td")
 AGENT_HELP = (
     "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, mcts, mcts-greedy (round-0 MCTS, "
@@ -55,6 +57,9 @@ def parse_spec(spec: str) -> tuple[str, int | None, str | None]:
     """(kind, simulations or None, checkpoint path or None); ValueError naming what is wrong."""
     m = _SPEC.match(spec.strip())
     if m is None or m["kind"] not in KINDS:
+        close = _close_spec(spec.strip())
+        if close:
+            raise ValueError(f"agent {spec!r}: not a known agent; did you mean {close}?")
         raise ValueError(f"agent {spec!r}: not a known agent; an agent is {AGENT_HELP}")
     kind, sims = m["kind"], m["sims"]
     if sims is not None and kind not in SEARCH_KINDS:
@@ -64,12 +69,30 @@ def parse_spec(spec: str) -> tuple[str, int | None, str | None]:
     return kind, None if sims is None else int(sims), m["path"]
 
 
+def _close_spec(spec: str) -> str | None:
+    """The spec with its kind replaced by the closest known kind (``polcy@small`` -> ``policy@small``)."""
+    head, at, path = spec.partition("@")
+    m = re.fullmatch(r"(.*?)(-\d+)?", head, re.DOTALL)
+    kind, sims = m.groups() if m else (head, None)
+    close = difflib.get_close_matches(kind, KINDS, n=1)
+    return f"{close[0]}{sims or ''}{at}{path}" if close else None
+
+
 def agent_name(spec: str) -> str:
     """The name an agent made from spec plays under (the spec without its checkpoint)."""
     kind, sims, _ = parse_spec(spec)
     if kind in SEARCH_KINDS:
         return f"{kind}-{sims or DEFAULT_SIMULATIONS}"
     return kind
+
+
+def network_name(spec: str, network: str | Path | None = None) -> str:
+    """An agent's name with the network it plays with, as given (``policy@small``, or with
+    network="small" for ``policy``): tables of agents from several networks stay apart. Agents
+    without a network keep `agent_name`."""
+    kind, _, path = parse_spec(spec)
+    source = path or network
+    return f"{agent_name(spec)}@{source}" if kind in TORCH_KINDS and source is not None else agent_name(spec)
 
 
 def resolve_checkpoint(source: str | Path) -> Path:

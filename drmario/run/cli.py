@@ -9,8 +9,11 @@ JSON file (``--config``) and as ``--set KEY=VALUE`` (a flag name or a dotted pat
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +77,29 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
     return cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
 
 
+def set_threads(threads: int) -> None:
+    """torch's CPU threads in this process (0: torch's default, one per core). The kit's small
+    networks run fastest on one: with more, each tiny matrix product waits on its threads."""
+    if threads:
+        import torch  # lazy: only the commands that run a network pay for it
+
+        torch.set_num_threads(threads)
+
+
+def check_agents(specs: list[str]) -> None:
+    """Every agent spec parses (ValueError naming a misspelt one), before anything loads."""
+    from drmario.run.agents import parse_spec
+
+    for spec in specs:
+        parse_spec(spec)
+
+
+def _needs_torch(specs: list[str]) -> bool:
+    from drmario.run.agents import TORCH_KINDS, parse_spec
+
+    return any(parse_spec(spec)[0] in TORCH_KINDS for spec in specs)
+
+
 # ------------------------------------------------------------------------------------------------
 # Commands
 
@@ -82,10 +108,14 @@ def cmd_play(args: argparse.Namespace) -> int:
     """Play one game with any agent and show it move by move in the terminal."""
     from drmario.engine.game import Game
     from drmario.play.lockstep import decision_seed
-    from drmario.run.agents import make_agent
+    from drmario.run.agents import make_agent, network_name
     from drmario.search.core import Position
 
+    check_agents([args.agent])
+    if _needs_torch([args.agent]):
+        set_threads(args.threads)
     agent = make_agent(args.agent, network=args.network, device=args.device)
+    agent.name = network_name(args.agent, args.network)
     game = Game(args.seed, args.level, pill_mode=args.pills, stall_limit=args.stall_limit)
     print(f"{agent.name} plays seed {args.seed}, level {args.level}: {game.viruses_left} viruses, {args.pills} pills")
     print(f"{game.board}\n")
@@ -114,25 +144,74 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from drmario.play.selfplay import SelfPlayConfig, generate
 
     cfg = settings_from(SelfPlayConfig, args)
+    if cfg.network and cfg.workers == 1:  # one process plays with the network (more: one thread each)
+        set_threads(args.threads)
     print(generate(cfg, args.run_dir, progress=not args.no_progress).to_string())
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Agents play the same fixed evaluation games (NES rules, a pill cap that counts as a failure);
-    prints the arena table with Wilson 95% intervals, and writes it with --out."""
-    from drmario.files import write_atomic
-    from drmario.play.arena import EvalConfig, arena
-    from drmario.run.agents import make_agents
+def _print_arena(table: Any) -> None:
     from drmario.run.compare import format_leaderboard, leaderboard
 
-    cfg = settings_from(EvalConfig, args)
-    agents = make_agents(args.agents.split(","), network=args.network, device=args.device)
-    table, _ = arena(agents, config=cfg, progress=not args.no_progress)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print("\n" + format_leaderboard(leaderboard(table)))
-    if args.out:
+
+
+def evaluation_record(specs: list[str], network: str | None, cfg: Any) -> dict[str, Any]:
+    """What an arena table is made with: the agents, each network file by its digest (a retrained
+    checkpoint at the same path is another agent), and the evaluation settings."""
+    from drmario.files import file_sha256
+    from drmario.run.agents import TORCH_KINDS, parse_spec, resolve_checkpoint
+
+    digests = {}
+    for spec in specs:
+        kind, _, path = parse_spec(spec)
+        source = path or network
+        if kind in TORCH_KINDS and source is not None:
+            file = resolve_checkpoint(source)
+            digests[spec] = file_sha256(file) if file.is_file() else None
+    return {"agents": specs, "network": network, "digests": digests, "evaluation": cfg.to_dict()}
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Agents play the same fixed evaluation games (NES rules, a pill cap that counts as a failure);
+    prints the arena table with Wilson 95% intervals. With --out FILE it writes the table there
+    (and FILE.settings.json, what it was made with), and a later run with the same agents, networks
+    and settings prints FILE instead of playing again (--force: play again)."""
+    import json
+
+    import pandas as pd
+
+    from drmario.files import write_atomic
+    from drmario.play.arena import EvalConfig, arena
+    from drmario.run.agents import make_agents, network_name
+
+    specs = [s.strip() for s in args.agents.split(",")]
+    check_agents(specs)
+    cfg = settings_from(EvalConfig, args)
+    record = evaluation_record(specs, args.network, cfg)
+    sidecar = Path(f"{args.out}.settings.json") if args.out else None
+    if sidecar and Path(args.out).is_file() and sidecar.is_file() and not args.force:
+        try:
+            same = json.loads(sidecar.read_text()) == json.loads(json.dumps(record))
+        except ValueError:  # a damaged record: play again
+            same = False
+        if same:
+            print(f"{args.out}: played before with the same agents and settings (--force plays again)\n")
+            _print_arena(pd.read_csv(args.out))
+            return 0
+        print(f"{args.out} was made with other agents or settings: playing again", file=sys.stderr)
+    if _needs_torch(specs):
+        set_threads(args.threads)
+    agents = make_agents(specs, network=args.network, device=args.device)
+    for spec, agent in zip(specs, agents):  # policy@small, not policy: networks stay apart in tables
+        agent.name = network_name(spec, args.network)
+    table, _ = arena(agents, config=cfg, progress=not args.no_progress)
+    _print_arena(table)
+    if args.out and sidecar:
+        sidecar.unlink(missing_ok=True)  # the old record must not vouch for the new table, were this cut short
         write_atomic(args.out, table.to_csv(index=False))
+        write_atomic(sidecar, json.dumps(record, indent=1) + "\n")
     return 0
 
 
@@ -145,10 +224,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from drmario.learn.train import TrainConfig, train
     from drmario.run.notebook import result_to_json
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     fixed: dict[str, Any] = {"data": args.data} if args.data else {}
     if args.no_progress:
         fixed["progress"] = False
@@ -192,14 +268,16 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run directories: a leaderboard of every round's network (alone and with search) and
     the agents without a network, best first, with the win rate per level and over all levels
-    (wins/games, Wilson 95% interval); the final train and test losses of every training run; and,
-    with --out, the plots as PNG files (leaderboard.png, arena.png, curves.png)."""
+    (wins/games, Wilson 95% interval); the settings in which the runs differ; the final train and
+    test losses of every training run; and, with --out, the plots as PNG files (leaderboard.png,
+    arena.png, curves.png)."""
     from drmario.run.compare import (
         arena_results,
         final_losses,
         format_leaderboard,
         leaderboard,
         save_figures,
+        settings_differences,
         training_curves,
     )
 
@@ -209,6 +287,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ValueError(
             f"no arena tables (analysis*/arena.csv) or training metrics (train*/metrics.csv) in {args.run_dirs}"
         )
+    if len(args.run_dirs) > 1:
+        differ = settings_differences(args.run_dirs)
+        if differ.empty:
+            print("The runs were made with the same settings (pipeline.json, train*/config.json)\n")
+        else:
+            print("Settings that differ between the runs (pipeline.json, else train*/config.json)")
+            print(differ.to_string() + "\n")
     print("Leaderboard (win rate: every virus cleared; NES rules, the pill cap counts as a failure)")
     print(format_leaderboard(leaderboard(results)))
     losses = final_losses(curves)
@@ -231,34 +316,98 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# The components' settings classes by the module that defines them: `settings SearchConfig` imports
+# that module alone (those of the engine, the search and the arena load without torch).
+COMPONENTS = {
+    "SearchConfig": "drmario.search.config",
+    "SelfPlayConfig": "drmario.play.selfplay",
+    "NetConfig": "drmario.learn.net",
+    "TrainConfig": "drmario.learn.train",
+    "EvalConfig": "drmario.play.arena",
+    "GateConfig": "drmario.play.gate",
+    "DQNConfig": "drmario.baselines",
+    "TDConfig": "drmario.baselines",
+}
+
+
+def settings_class(name: str) -> tuple[type[Settings], str | None]:
+    """The settings class called name (a component, a notebook or its profile section) and, for a
+    notebook, its stem; KeyError for an unknown name."""
+    if name in COMPONENTS:
+        return getattr(importlib.import_module(COMPONENTS[name]), name), None
+    from drmario.run.profiles import NOTEBOOKS
+
+    for section, notebook in NOTEBOOKS.items():
+        if name in (section, notebook.stem):
+            return notebook.settings, notebook.stem
+    raise KeyError(name)
+
+
 def settings_classes() -> dict[str, type[Settings]]:
     """Every settings class by name: the components' and the notebooks' (by notebook stem)."""
-    from drmario.baselines import DQNConfig, TDConfig
-    from drmario.learn.net import NetConfig
-    from drmario.learn.train import TrainConfig
-    from drmario.play.arena import EvalConfig
-    from drmario.play.gate import GateConfig
-    from drmario.play.selfplay import SelfPlayConfig
     from drmario.run.profiles import NOTEBOOKS
-    from drmario.search.config import SearchConfig
 
-    components = (SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, GateConfig, DQNConfig, TDConfig)
-    out: dict[str, type[Settings]] = {cls.__name__: cls for cls in components}
+    out: dict[str, type[Settings]] = {name: settings_class(name)[0] for name in COMPONENTS}
     out.update({nb.stem: nb.settings for nb in NOTEBOOKS.values()})
     out.update({section: nb.settings for section, nb in NOTEBOOKS.items()})
     return out
 
 
+def notebook_values(stem: str) -> dict[str, Any]:
+    """The values the kit's notebook assigns in its parameters cell: what it runs with where a
+    profile (or papermill) sets nothing. An assignment that is not a literal is left out."""
+    import ast
+    import json
+
+    from drmario.run.kit import kit_dir
+
+    path = kit_dir("notebooks") / f"{stem}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    values: dict[str, Any] = {}
+    for cell in cells:
+        if "parameters" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                name, value = node.target.id, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name, value = node.targets[0].id, node.value
+            else:
+                continue
+            try:
+                values[name] = ast.literal_eval(value)
+            except ValueError:
+                continue
+    return values
+
+
 def cmd_settings(args: argparse.Namespace) -> int:
     """List the settings of a component (SearchConfig, TrainConfig, ...) or a notebook (02_train,
-    or its profile section, train): flat name, dotted path, type, default and doc."""
-    classes = settings_classes()
-    if args.name not in classes:
-        print(f"drmario settings: unknown name {args.name!r}; one of: {', '.join(classes)}", file=sys.stderr)
+    or its profile section, train): flat name, dotted path, type, value and doc. A notebook's values
+    are those its parameters cell sets (what it runs with), with the class default beside any that
+    differs."""
+    try:
+        cls, stem = settings_class(args.name)
+    except KeyError:
+        import difflib
+
+        names = list(dict.fromkeys([*COMPONENTS, *settings_classes()]))
+        close = difflib.get_close_matches(args.name, names, n=2)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        print(
+            f"drmario settings: unknown name {args.name!r}{hint}; one of: {', '.join(names)}",
+            file=sys.stderr,
+        )
         return 2
-    for leaf in classes[args.name].leaves():
+    values = notebook_values(stem) if stem else {}
+    if stem:
+        print(f"{stem}: the values of its parameters cell (a profile or --set overrides them)\n")
+    for leaf in cls.leaves():
         path = f" ({leaf.path})" if leaf.path != leaf.name else ""
-        print(f"{leaf.name}{path}: {leaf.type_text} = {leaf.default!r}\n    {leaf.doc}")
+        value = values.get(leaf.name, leaf.default)
+        default = f" (class default: {leaf.default!r})" if value != leaf.default else ""
+        print(f"{leaf.name}{path}: {leaf.type_text} = {value!r}{default}\n    {leaf.doc}")
     return 0
 
 
@@ -266,89 +415,135 @@ def cmd_settings(args: argparse.Namespace) -> int:
 # Parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from drmario.learn.train import TrainConfig
-    from drmario.play.arena import EvalConfig
-    from drmario.play.selfplay import SelfPlayConfig
+THREADS_HELP = "CPU threads for torch (0: torch's default, one per core); 1 is fastest for the kit's small networks"
+
+
+def _play_args(p: argparse.ArgumentParser) -> None:
     from drmario.run.agents import AGENT_HELP
 
+    p.add_argument("--agent", default="greedy", help=f"who plays: {AGENT_HELP}")
+    p.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
+    p.add_argument("--device", default="cpu", help="where a network runs")
+    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
+    p.add_argument("--seed", type=int, default=1234, help="NES RNG seed, 2..65535")
+    p.add_argument("--level", type=int, default=0, help="virus level 0..24")
+    p.add_argument("--pills", choices=["nes", "iid"], default="nes", help="pill sequence: the NES list or i.i.d.")
+    p.add_argument("--stall-limit", type=int, default=None, help="stalemate after this many idle pills (none)")
+    p.add_argument("--max-pills", type=int, default=2000, help="stop the game after this many pills")
+    p.add_argument("--rng-seed", type=int, default=0, help="seeds the agent's decisions")
+    p.add_argument("--verbose", "-v", action="store_true", help="print the board after every move")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds to wait after each board (with -v)")
+    p.add_argument("--record", action="store_true", help="print the game record as JSON at the end")
+
+
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    from drmario.play.selfplay import SelfPlayConfig
+
+    p.add_argument("run_dir", help="run directory (resumes if it holds this run already)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP + " (with workers > 1: one per worker)")
+    add_settings(p, SelfPlayConfig)
+
+
+def _evaluate_args(p: argparse.ArgumentParser) -> None:
+    from drmario.play.arena import EvalConfig
+    from drmario.run.agents import AGENT_HELP
+
+    p.add_argument("--agents", default="random,greedy,mcts-100", help=f"comma-separated agents: {AGENT_HELP}")
+    p.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
+    p.add_argument("--device", default="cpu", help="where networks run")
+    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
+    p.add_argument("--out", metavar="FILE", help="write the table as CSV; if FILE was made the same way, print it")
+    p.add_argument("--force", action="store_true", help="play again even if --out FILE was made the same way")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_settings(p, EvalConfig)
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    from drmario.learn.train import TrainConfig
+
+    p.add_argument("run_dir", help="run directory (continues the run there, if any)")
+    p.add_argument("data", nargs="*", help="example files or folders (replace the settings' data)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
+    add_settings(p, TrainConfig, skip=("data", "progress"))
+
+
+def _pipeline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="ci", help="a profile file, or one of the kit's: ci, cpu, gpu")
+    p.add_argument("--run-dir", help="run directory (default runs/<profile name>)")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="training rounds: 1 is 01 -> 02 -> 03; each more adds 04 -> 02 -> 03"
+    )
+    p.add_argument(
+        "--set", action="append", metavar="SECTION.PARAM=VALUE", help="override a profile value, e.g. train.steps=500"
+    )
+    p.add_argument("--baselines", action="store_true", help="finish with 05: the DQN and TD baselines")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (of the pipeline) to compare")
+    p.add_argument("--out", metavar="FOLDER", help="save the plots there as PNG files")
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="run directory (of the pipeline)")
+    p.add_argument("--out", required=True, help="the network file to write; its card goes beside it (.json)")
+    p.add_argument("--round", type=int, help="whose network: the one trained after this round (default: the best)")
+
+
+def _settings_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, ... or a notebook")
+
+
+# name -> (function, a one-sentence summary for the command list, its arguments)
+COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str, Callable[[argparse.ArgumentParser], None]]] = {
+    "play": (cmd_play, "Play one game with any agent, shown move by move.", _play_args),
+    "generate": (cmd_generate, "Self-play games written as training examples.", _generate_args),
+    "evaluate": (cmd_evaluate, "Agents play the same fixed games; prints their win rates.", _evaluate_args),
+    "train": (cmd_train, "Train a network on example files.", _train_args),
+    "pipeline": (cmd_pipeline, "Run the notebooks (data, training, analysis) into a run directory.", _pipeline_args),
+    "compare": (cmd_compare, "Compare run directories: leaderboard, settings, losses, plots.", _compare_args),
+    "export": (cmd_export, "Export a run's best network with its card.", _export_args),
+    "settings": (cmd_settings, "List the settings of a component or a notebook.", _settings_args),
+}
+RESUMABLE = ("generate", "train", "pipeline")  # a rerun of these continues where they stopped
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with only, just that command gets its arguments (the others
+    would import their settings classes, torch among them, for nothing)."""
     formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(prog="drmario", description="drmario-kit: Dr. Mario, AlphaZero-style")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, func: Any) -> argparse.ArgumentParser:
-        doc = func.__doc__ or ""
-        p = sub.add_parser(name, help=doc.split("\n")[0], description=doc, formatter_class=formatter)
+    for name, (func, summary, add_args) in COMMANDS.items():
+        p = sub.add_parser(name, help=summary, description=func.__doc__, formatter_class=formatter)
         p.set_defaults(func=func)
-        return p
-
-    play = command("play", cmd_play)
-    play.add_argument("--agent", default="greedy", help=f"who plays: {AGENT_HELP}")
-    play.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
-    play.add_argument("--device", default="cpu", help="where a network runs")
-    play.add_argument("--seed", type=int, default=1234, help="NES RNG seed, 2..65535")
-    play.add_argument("--level", type=int, default=0, help="virus level 0..24")
-    play.add_argument("--pills", choices=["nes", "iid"], default="nes", help="pill sequence: the NES list or i.i.d.")
-    play.add_argument("--stall-limit", type=int, default=None, help="stalemate after this many idle pills (none)")
-    play.add_argument("--max-pills", type=int, default=2000, help="stop the game after this many pills")
-    play.add_argument("--rng-seed", type=int, default=0, help="seeds the agent's decisions")
-    play.add_argument("--verbose", "-v", action="store_true", help="print the board after every move")
-    play.add_argument("--delay", type=float, default=0.0, help="seconds to wait after each board (with -v)")
-    play.add_argument("--record", action="store_true", help="print the game record as JSON at the end")
-
-    gen = command("generate", cmd_generate)
-    gen.add_argument("run_dir", help="run directory (resumes if it holds this run already)")
-    gen.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_settings(gen, SelfPlayConfig)
-
-    ev = command("evaluate", cmd_evaluate)
-    ev.add_argument("--agents", default="random,greedy,mcts-100", help=f"comma-separated agents: {AGENT_HELP}")
-    ev.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
-    ev.add_argument("--device", default="cpu", help="where networks run")
-    ev.add_argument("--out", help="write the table as CSV")
-    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_settings(ev, EvalConfig)
-
-    tr = command("train", cmd_train)
-    tr.add_argument("run_dir", help="run directory (continues the run there, if any)")
-    tr.add_argument("data", nargs="*", help="example files or folders (replace the settings' data)")
-    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
-    tr.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default, every core)")
-    add_settings(tr, TrainConfig, skip=("data", "progress"))
-
-    pipe = command("pipeline", cmd_pipeline)
-    pipe.add_argument("--profile", default="ci", help="a profile file, or one of the kit's: ci, cpu, gpu")
-    pipe.add_argument("--run-dir", help="run directory (default runs/<profile name>)")
-    pipe.add_argument(
-        "--rounds", type=int, default=1, help="training rounds: 1 is 01 -> 02 -> 03; each more adds 04 -> 02 -> 03"
-    )
-    pipe.add_argument(
-        "--set", action="append", metavar="SECTION.PARAM=VALUE", help="override a profile value, e.g. train.steps=500"
-    )
-    pipe.add_argument("--baselines", action="store_true", help="finish with 05: the DQN and TD baselines")
-    pipe.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-    cmp = command("compare", cmd_compare)
-    cmp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (of the pipeline) to compare")
-    cmp.add_argument("--out", metavar="FOLDER", help="save the plots there as PNG files")
-
-    exp = command("export", cmd_export)
-    exp.add_argument("run_dir", help="run directory (of the pipeline)")
-    exp.add_argument("--out", required=True, help="the network file to write; its card goes beside it (.json)")
-    exp.add_argument("--round", type=int, help="whose network: the one trained after this round (default: the best)")
-
-    st = command("settings", cmd_settings)
-    st.add_argument("name", help="SearchConfig, SelfPlayConfig, NetConfig, TrainConfig, EvalConfig, ... or a notebook")
+        if only is None or only == name:
+            add_args(p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), "")  # no options come before the command
     try:
-        return args.func(args)
-    except (ValueError, FileNotFoundError, RunError) as e:  # RunError: a busy run directory, a dead worker
-        print(f"drmario {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        args = build_parser(only=command).parse_args(argv)
+        try:
+            status = args.func(args)
+            sys.stdout.flush()  # output into a closed pipe fails here, not after main
+            return status
+        except (ValueError, FileNotFoundError, RunError) as e:  # RunError: a busy run directory, a dead worker
+            print(f"drmario {args.command}: error: {e}", file=sys.stderr)
+            return 2
+    except BrokenPipeError:  # the output piped into head or less, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever it landed
+        resume = "; run the same command again to resume" if command in RESUMABLE else ""
+        print(f"\ndrmario {command}: interrupted{resume}".rstrip(), file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -13,12 +13,13 @@ evaluation settings are the same, so they would only repeat themselves.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -217,19 +218,88 @@ def final_losses(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["run", "split"])
 
 
+UNSET = "(unset)"  # a setting a run's profile leaves to the notebook
+PATH_SETTINGS = ("data", "init")  # train*/config.json paths: they name each run's own folders
+
+
+def _flat(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            out.update(_flat(value, f"{prefix}{key}."))
+        elif key not in PATH_SETTINGS:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def run_settings(run_dir: PathLike) -> dict[str, Any]:
+    """A run's settings, flat: its pipeline.json's profile (``profile``: its name, ``rounds``,
+    ``train.filters``, ...), else (a run of ``drmario train``) every train{k}/config.json
+    (``train0.net.filters``, without the data paths). Empty when the run has neither."""
+    path = Path(run_dir)
+    record = path / "pipeline.json"
+    if record.is_file():
+        data = json.loads(record.read_text(encoding="utf-8"))
+        profile = dict(data.get("profile", {}))
+        out = {"profile": profile.pop("name", None), "rounds": data.get("rounds")}
+        return out | {f"{section}.{k}": v for section, values in profile.items() for k, v in dict(values).items()}
+    out = {}
+    for k in numbered(path, "train"):
+        config = path / f"train{k}" / "config.json"
+        if config.is_file():
+            out.update(_flat(json.loads(config.read_text(encoding="utf-8")), f"train{k}."))
+    return out
+
+
+def settings_differences(run_dirs: RunDirs) -> pd.DataFrame:
+    """The settings (`run_settings`) in which the runs differ: one row per setting, one column per
+    run (named as `run_dirs_by_name` does), "(unset)" where a run does not set it. Empty when they
+    agree, or with one run."""
+    runs = {name: run_settings(path) for name, path in run_dirs_by_name(run_dirs).items()}
+    keys = list(dict.fromkeys(k for values in runs.values() for k in values))
+
+    def shown(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value)
+
+    rows = {}
+    for key in keys:
+        values = [shown(v[key]) if key in v else UNSET for v in runs.values()]
+        if len(set(values)) > 1:
+            rows[key] = values
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(runs)).rename_axis("setting")
+
+
+def differences_text(differences: pd.DataFrame, limit: int = 4) -> str:
+    """`settings_differences` in one line for a plot's title: "runs differ in: train.filters (A: 16,
+    B: 32); ..." with at most `limit` settings named; "" when there are none."""
+    if differences.empty:
+        return ""
+    items = [
+        f"{key} ({', '.join(f'{run}: {value}' for run, value in row.items())})"
+        for key, row in differences.head(limit).iterrows()
+    ]
+    more = len(differences) - limit
+    return "runs differ in: " + "; ".join(items) + (f"; and {more} more" if more > 0 else "")
+
+
 def figures(run_dirs: RunDirs) -> dict[str, Figure]:
     """The pictures of a comparison, by file stem: ``leaderboard`` (win rate by level and over all
     levels, Wilson 95% intervals), ``arena`` (viruses cleared and pills per virus by level) and
-    ``curves`` (train and test loss terms of every training run). Those without data are left out."""
+    ``curves`` (train and test loss terms of every training run), each titled with the settings
+    in which the runs differ. Those without data are left out."""
     out: dict[str, Figure] = {}
     results = arena_results(run_dirs)
+    differ = differences_text(settings_differences(run_dirs))
     if not results.empty:
-        out["leaderboard"] = plot_leaderboard(results, title="leaderboard")
+        out["leaderboard"] = plot_leaderboard(results, title="leaderboard" + (f"\n{differ}" if differ else ""))
         out["arena"] = plot_arena(results, ["cleared_fraction", "pills_per_virus"])
     curves = training_curves(run_dirs)
     if not curves.empty:
         terms = [t for t in ("loss", "moves", "won", "cleared", "duration") if t in curves.columns]
         out["curves"] = plot_curves(curves, terms=terms)
+    for stem in ("arena", "curves"):
+        if differ and stem in out:
+            out[stem].suptitle(differ, fontsize=9, wrap=True)
     return out
 
 

@@ -51,18 +51,25 @@ def _agent_style(k: int) -> dict[str, Any]:
 
 
 def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
-    """One panel of `plot_arena`: a line per agent over the level; True if Wilson bands were drawn."""
+    """One panel of `plot_arena`: a line per agent over the level; True if Wilson intervals were
+    drawn. They are error bars, each agent's a little to the side at a level: bands of several agents
+    would merge into one block."""
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
     banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
-    band_alpha = 0.15 if len(agents) <= 4 else 0.07  # many overlapping bands would hide each other
+    levels_all = np.unique(df["level"].to_numpy(float))
+    gap = float(np.diff(levels_all).min()) if len(levels_all) > 1 else 1.0
+    dodge = 0.5 * gap / max(len(agents), 1) if banded else 0.0  # agents side by side within half a level step
     for k, agent in enumerate(agents):
         rows = df[df["agent"] == agent].sort_values("level")
         levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
+        levels = levels + (k - (len(agents) - 1) / 2) * dodge
         style = _agent_style(k)
         a.plot(levels, values, marker="o", ms=4, label=str(agent), **style)
         if banded:
-            a.fill_between(levels, rows["ci_low"], rows["ci_high"], color=style["color"], alpha=band_alpha, lw=0)
+            low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+            err = np.clip([values - low, high - values], 0, None)
+            a.errorbar(levels, values, yerr=err, fmt="none", ecolor=style["color"], elinewidth=1.2, alpha=0.5)
     if name in RATES:
         a.set_ylim(-0.02, 1.02)
         a.yaxis.set_major_formatter(PercentFormatter(1.0))
@@ -74,37 +81,36 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
     return banded
 
 
-def _band_handle() -> Any:
-    from matplotlib.patches import Patch
+def _band_handle(label: str = "Wilson 95% interval") -> Any:
+    from matplotlib.lines import Line2D
 
-    return Patch(color="grey", alpha=0.25, label="Wilson 95% interval")
+    return Line2D([], [], color="grey", marker="|", ms=12, mew=1.2, ls="", alpha=0.6, label=label)
 
 
 def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: Axes | None = None) -> Figure:
     """One line per agent over the virus level, with markers; one panel per metric.
 
     df: one row per (agent, level) with the arena's columns (`ARENA_COLUMNS`). Rates get a 0-100 %
-    axis; the win rate gets its Wilson 95% interval as a shaded band (from ci_low, ci_high),
-    labelled in the legend.
+    axis; the win rate gets its Wilson 95% interval as error bars (from ci_low, ci_high). One
+    legend, beside the last panel: inside a panel it would cover the curves.
     """
     metrics = (metric,) if isinstance(metric, str) else tuple(metric)
     _check_columns(df, ("agent", "level", *metrics), "plot_arena")
     fig, axes = new_figure(len(metrics), 5.0, 3.4) if ax is None else given_axes(ax, len(metrics))
     agents = list(dict.fromkeys(df["agent"]))
-    for name, a in zip(metrics, axes):
-        banded = _draw_arena(a, df, name, agents)
-        if agents:
-            handles, labels = a.get_legend_handles_labels()
-            if banded:
-                handles.append(_band_handle())
-                labels.append("Wilson 95% interval")
-            a.legend(handles, labels, fontsize=8)
+    banded = [_draw_arena(a, df, name, agents) for name, a in zip(metrics, axes)]
+    if agents:
+        handles, labels = axes[0].get_legend_handles_labels()
+        if any(banded):
+            handles.append(_band_handle())
+            labels.append("Wilson 95% interval")
+        axes[-1].legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
 
 
 def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
     """A leaderboard as a picture: the win rate of every agent by virus level (left, Wilson 95%
-    bands) and over all levels together (right: wins / games with its Wilson 95% interval, best at
+    intervals as error bars) and over all levels together (right: wins / games with its Wilson 95% interval, best at
     the top). df: an arena table, one row per (agent, level) with games and wins (the long form,
     e.g. `drmario.run.compare.arena_results`)."""
     from matplotlib.lines import Line2D
@@ -152,7 +158,7 @@ def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
         loc="lower right",
     )
     handles, labels = left.get_legend_handles_labels()  # below the panels: many agents would hide the lines
-    handles.append(_band_handle())
+    handles.append(_band_handle("Wilson 95% interval (by level)"))
     labels.append("Wilson 95% interval (by level)")
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8, frameon=False)
     if title:

@@ -1,0 +1,195 @@
+"""The command line (drmario.run.cli) as a new user meets it: the command list, torch loaded only
+where a network runs, misspelt agents, Ctrl-C, the threads of torch, notebook values in
+``settings``, and an evaluation reused from its --out file."""
+
+from __future__ import annotations
+
+import ast
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from drmario.run import cli
+from drmario.run.agents import network_name
+from drmario.run.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ["--levels", "[0]", "--games-per-level", "2", "--top-level-games", "2", "--max-pills", "30", "--no-progress"]
+
+
+def test_the_command_list_has_a_whole_sentence_for_each_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for name, (_, summary, _) in cli.COMMANDS.items():
+        assert summary.endswith(".") and len(summary) <= 80, name
+        assert f"{name} {summary}" in text
+
+
+def test_help_settings_and_a_misspelt_agent_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "from drmario.run.cli import main\n"
+        "for argv in (['--help'], ['evaluate', '--help'], ['settings', 'SearchConfig'], "
+        "['evaluate', '--agents', 'polcy@small'], ['play', '--agent', 'net-mcst-8']):\n"
+        "    try:\n"
+        "        print(argv[0], main(argv))\n"
+        "    except SystemExit as e:\n"
+        "        print(argv[0], e.code)\n"
+        "print('torch loaded:', 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "torch loaded: False" in done.stdout
+    assert "did you mean policy@small?" in done.stderr and "did you mean net-mcts-8?" in done.stderr
+    assert done.stdout.count("evaluate 2") == 1 and "play 2" in done.stdout  # bad agents: exit status 2
+
+
+def test_a_misspelt_agent_is_named_with_the_closest_one(capsys):
+    assert main(["evaluate", "--agents", "random,grredy", *EVAL]) == 2
+    err = capsys.readouterr().err
+    assert "agent 'grredy': not a known agent; did you mean greedy?" in err and "random" not in err
+    assert main(["evaluate", "--agents", "zzzzzz", *EVAL]) == 2
+    assert "an agent is KIND" in capsys.readouterr().err  # nothing close: the agents' grammar
+
+
+def test_ctrl_c_ends_in_one_line_and_status_130(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    for name in ("generate", "evaluate"):
+        _, summary, add_args = cli.COMMANDS[name]
+        monkeypatch.setitem(cli.COMMANDS, name, (interrupted, summary, add_args))
+    assert main(["generate", "somewhere"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "drmario generate: interrupted; run the same command again to resume"
+    assert main(["evaluate"]) == 130
+    assert capsys.readouterr().err.strip() == "drmario evaluate: interrupted"  # nothing to resume
+
+
+def test_sigint_to_a_running_command_prints_no_traceback():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "drmario", "play", "--agent", "greedy", "-v", "--delay", "0.5", "--max-pills", "200"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and "greedy plays" in proc.stdout.readline()  # main runs
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err and err.strip() == "drmario play: interrupted"
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> str:
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    return str(save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt"))
+
+
+def test_threads_are_set_where_a_network_runs(checkpoint, tmp_path):
+    assert torch.get_num_threads() == 1  # conftest's
+    assert main(["evaluate", "--agents", "random", "--threads", "2", *EVAL]) == 0
+    assert torch.get_num_threads() == 1  # no network: torch is left alone
+    assert main(["evaluate", "--agents", f"policy@{checkpoint}", "--threads", "2", *EVAL]) == 0
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)
+    assert main(["evaluate", "--agents", f"policy@{checkpoint}", "--threads", "0", *EVAL]) == 0
+    assert torch.get_num_threads() == 1  # 0: torch's own setting, untouched
+    assert main(["play", "--agent", f"policy@{checkpoint}", "--threads", "2", "--max-pills", "3"]) == 0
+    assert torch.get_num_threads() == 2
+    parser = cli.build_parser()
+    for name in ("play", "generate", "evaluate", "train"):
+        args = parser.parse_args([name, "x"] if name in ("generate", "train") else [name])
+        assert args.threads == 1, name  # the default: one thread for the kit's small networks
+
+
+def test_network_agents_keep_their_network_in_the_table(checkpoint, tmp_path, capsys):
+    assert network_name("net-mcts-32@small") == "net-mcts-32@small"
+    assert network_name("policy", "small") == network_name("policy@small") == "policy@small"
+    assert network_name("net-gumbel", "small") == "net-gumbel-100@small"
+    assert network_name("greedy", "small") == "greedy" and network_name("policy") == "policy"
+    out = tmp_path / "arena.csv"
+    agents = f"greedy,policy@{checkpoint},net-mcts-4"
+    assert main(["evaluate", "--agents", agents, "--network", checkpoint, *EVAL, "--out", str(out)]) == 0
+    names = list(dict.fromkeys(pd.read_csv(out)["agent"]))
+    assert names == ["greedy", f"policy@{checkpoint}", f"net-mcts-4@{checkpoint}"]
+    assert f"net-mcts-4@{checkpoint}" in capsys.readouterr().out.split("win rate [Wilson 95%]")[1]
+
+
+def test_evaluate_reuses_its_out_file_when_made_the_same_way(checkpoint, tmp_path, monkeypatch, capsys):
+    import drmario.play.arena as arena_module
+
+    out = tmp_path / "arena.csv"
+    args = ["evaluate", "--agents", f"greedy,policy@{checkpoint}", *EVAL, "--out", str(out)]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    record = json.loads((tmp_path / "arena.csv.settings.json").read_text())
+    assert record["agents"] == ["greedy", f"policy@{checkpoint}"] and record["evaluation"]["games_per_level"] == 2
+    played = []
+    real = arena_module.arena
+    monkeypatch.setattr(arena_module, "arena", lambda *a, **k: played.append(1) or real(*a, **k))
+    assert main(args) == 0  # the same agents and settings: printed from the file
+    again = capsys.readouterr().out
+    assert played == [] and "played before" in again and again.split("\n\n", 1)[1] == first
+    assert main([*args, "--force"]) == 0 and played == [1]
+    assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1]  # other settings: played again
+    assert "other agents or settings" in capsys.readouterr().err
+    assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1]
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    save_net(DrMarioNet(NetConfig(filters=4, blocks=1)), checkpoint)  # another network at the same path
+    assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1, 1]
+
+
+def test_settings_of_a_notebook_are_the_notebooks_values(capsys):
+    assert main(["settings", "02_train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for start in (
+        "filters (train.net.filters): int = 16 (class default: 256)",
+        "blocks (train.net.blocks): int = 2 (",
+        "optimizer (train.optimizer): 'sgd' | 'adamw' = 'adamw'",
+        "lr (train.lr): float = 0.002",
+        "steps (train.steps): int = 60 (",
+    ):
+        assert any(line.startswith(start) for line in lines), start
+    assert main(["settings", "train"]) == 0 and capsys.readouterr().out.splitlines() == lines  # the section's name
+    assert main(["settings", "TrainConfig"]) == 0
+    assert "filters (net.filters): int = 256\n" in capsys.readouterr().out  # a component: its class defaults
+    assert main(["settings", "TrainConfg"]) == 2
+    assert "did you mean TrainConfig" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("0*.ipynb")), ids=lambda p: p.stem)
+def test_notebook_values_are_what_papermill_reads(path):
+    import papermill as pm
+
+    read = {name: ast.literal_eval(p["default"]) for name, p in pm.inspect_notebook(str(path)).items()}
+    assert cli.notebook_values(path.stem) == read and read
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    code = (
+        "import os, sys\n"
+        "from drmario.run.cli import main\n"
+        "r, w = os.pipe()\n"
+        "os.close(r)\n"
+        "os.dup2(w, 1)\n"  # as `drmario settings ... | head -1` after head has exited
+        "print('status', main(['settings', 'SelfPlayConfig']), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and done.stderr == "status 141\n", done.stderr

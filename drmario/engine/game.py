@@ -10,8 +10,11 @@ from enum import Enum
 import numpy as np
 
 from drmario.engine import kernels as K
+from drmario.engine import nes_timing as NT
+from drmario.engine import timing as T
 from drmario.engine.board import Board, FormatError, Move, Pill, as_move, integer, move_values
 from drmario.engine.level import Level, PillMode, PillSequence, new_level
+from drmario.engine.nes_timing import Speed, Timing
 from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
 
@@ -32,7 +35,12 @@ class Outcome(str, Enum):
 
 @dataclass(frozen=True)
 class GameRecord:
-    """Everything needed to replay a game exactly: where it started and every move."""
+    """Everything needed to replay a game exactly: where it started, its timing and every move.
+
+    ``timing`` "free" (the default) or "nes" with its ``speed``; under "nes", ``frames`` is the
+    game's frame count (`Game.frames`). A free-timing record's JSON has none of the three (as
+    before they existed), and a record without them reads as free timing.
+    """
 
     seed: int
     level: int
@@ -43,10 +51,16 @@ class GameRecord:
     viruses_cleared: int = 0
     pills_used: int = 0
     meta: dict = field(default_factory=dict)  # free-form: agent, search settings, timings
+    timing: str = "free"
+    speed: str | None = None  # "low", "med" or "hi" under nes timing, else None
+    frames: int | None = None  # under nes timing: Game.frames at the record's end
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["moves"] = [list(m) for m in self.moves]
+        if self.timing == "free":
+            for key in ("timing", "speed", "frames"):
+                del d[key]
         return d
 
     @classmethod
@@ -65,6 +79,9 @@ class GameRecord:
                 viruses_cleared=integer(d.get("viruses_cleared", 0), "viruses_cleared"),
                 pills_used=integer(d.get("pills_used", len(moves)), "pills_used"),
                 meta=dict(d.get("meta", {})),
+                timing=d.get("timing", "free"),
+                speed=d.get("speed"),
+                frames=None if d.get("frames") is None else integer(d["frames"], "frames"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"game record: {e!r} in {d!r:.200}") from e
@@ -86,7 +103,14 @@ class GameRecord:
         return cls.from_dict(data)
 
     def new_game(self) -> Game:
-        return Game(self.seed, self.level, pill_mode=self.pill_mode, stall_limit=self.stall_limit)  # type: ignore[arg-type]  # (checked by PillSequence)
+        return Game(
+            self.seed,
+            self.level,
+            pill_mode=self.pill_mode,  # type: ignore[arg-type]  # (checked by PillSequence)
+            stall_limit=self.stall_limit,
+            timing=self.timing,  # type: ignore[arg-type]  # (checked by Game)
+            speed=self.speed or "med",  # type: ignore[arg-type]
+        )
 
     def steps(self) -> Iterator[tuple[Game, Move, PlaceResult]]:
         """Replay move by move, yielding (game before the move, move, result). The game object is
@@ -108,8 +132,10 @@ class GameRecord:
                 game.play(move)
             except ValueError as e:
                 raise ValueError(f"game record seed={self.seed} level={self.level}: move {i}: {e}") from e
-        got = (game.outcome.value if game.outcome else None, game.viruses_cleared, game.pills_used)
-        want = (self.outcome, self.viruses_cleared, self.pills_used)
+        got: tuple = (game.outcome.value if game.outcome else None, game.viruses_cleared, game.pills_used)
+        want: tuple = (self.outcome, self.viruses_cleared, self.pills_used)
+        if self.timing != "free" and self.frames is not None:
+            got, want = (*got, game.frames), (*want, self.frames)
         if got != want:
             raise ValueError(f"game record seed={self.seed} level={self.level}: replay gives {got}, record says {want}")
         return game
@@ -118,10 +144,20 @@ class GameRecord:
 class Game:
     """One game of Dr. Mario from a (seed, level): the board, the pill to place, and the outcome.
 
+    ``timing``: "free" (the default): a pill may lock anywhere some path of moves reaches, whatever
+    the gravity (rules section 4). "nes": only where a player with a standard controller can at the
+    game's real speed (`timing.reachable` at `speed_index` and `parity`, from ``speed`` "low",
+    "med" or "hi" and the pills placed so far), and the game counts its frames (`frames`; each
+    placement's fewest frames plus the ROM's clear, drop and throw animations: `nes_timing`, whose
+    docstring says what is approximate), from which the parity of each pill's first frame follows.
+
     >>> game = Game(seed=1234, level=0)
     >>> result = game.play(game.legal_moves()[0])
     >>> game.pills_used
     1
+    >>> timed = Game(seed=1234, level=0, timing="nes", speed="hi")
+    >>> timed.speed_index, timed.parity, timed.frames
+    (31, 1, 0)
     """
 
     def __init__(
@@ -131,6 +167,8 @@ class Game:
         *,
         pill_mode: PillMode = "nes",
         stall_limit: int | None = DEFAULT_STALL_LIMIT,
+        timing: Timing = "free",
+        speed: Speed = "med",
         _level: Level | None = None,
     ) -> None:
         if stall_limit is not None and (
@@ -141,6 +179,7 @@ class Game:
             raise ValueError(f"seed and level must be integers, got seed={seed!r}, level={level!r}")
         if not isinstance(pill_mode, str):
             raise ValueError(f"pill_mode must be 'nes' or 'iid', got {pill_mode!r:.80}")
+        NT.check_timing(timing, speed)
         self.start = _level if _level is not None else new_level(seed, level)
         self.pill_mode = pill_mode
         self.stall_limit = stall_limit
@@ -152,6 +191,10 @@ class Game:
         self.stall = 0  # consecutive pills that cleared no virus
         self.moves: list[Move] = []
         self.outcome: Outcome | None = None
+        self.timing: Timing = timing
+        self.speed: Speed = speed
+        self.first_frame = NT.FIRST_FRAME  # nes timing: the absolute frame of the pill's frame 1
+        self.frames = 0  # nes timing: frames from the first pill's frame 1 to now (`frames`)
         if K.spawn_blocked(self._cells):
             self.outcome = Outcome.TOPPED_OUT
 
@@ -181,11 +224,49 @@ class Game:
     def over(self) -> bool:
         return self.outcome is not None
 
+    @property
+    def timed(self) -> bool:
+        """True under NES timing."""
+        return self.timing == "nes"
+
+    @property
+    def speed_index(self) -> int:
+        """The ROM's speed index for the pill to place (`timing.speed_index`: the speed setting plus
+        one speed-up per 10 pills); the game's speed setting is used even under free timing."""
+        return T.speed_index(self.speed, self.level, self.pills_used)
+
+    @property
+    def parity(self) -> int:
+        """The frame counter's parity on the pill's first frame (nes timing; 1 under free timing)."""
+        return self.first_frame & 1
+
+    def reachable(self) -> dict[Move, T.Reach]:
+        """`timing.reachable` for the pill to place at the game's speed index and parity (under
+        either timing; empty when the game is over)."""
+        if self.over:
+            return {}
+        return T.reachable(self.board, self.pill, self.speed_index, self.parity)
+
     def legal_moves(self) -> list[Move]:
-        return [] if self.over else legal_moves(self.board, self.pill)
+        """The moves the pill may make: under nes timing the reachable ones, in `legal_moves` order."""
+        if self.over:
+            return []
+        moves = legal_moves(self.board, self.pill)
+        if self.timed:
+            reach = self.reachable()
+            moves = [m for m in moves if m in reach]
+        return moves
 
     def legal_mask(self) -> np.ndarray:
-        return legal_mask(self.board, self.pill)
+        """bool[4, 8, 16] of the legal moves (for a same-colour pill, planes r and r + 2 alike)."""
+        if not self.timed:
+            return legal_mask(self.board, self.pill)
+        mask = np.zeros((4, K.WIDTH, K.HEIGHT), np.bool_)
+        for r, x, y in self.reachable():
+            mask[r, x, y] = True
+            if self.pill.same_colour:
+                mask[r + 2, x, y] = True
+        return mask
 
     def play(self, move: Move) -> PlaceResult:
         """Place the current pill at move (any r for a same-colour pill) and resolve."""
@@ -199,7 +280,16 @@ class Game:
             )
         move = canonical(pill, Move(r, x, y))
         r, x, y = move
-        viruses, cells, rounds = K.place_and_resolve(self._cells, int(pill.left), int(pill.right), r, x, y)
+        if self.timed:
+            reach = self.reachable()[move]
+            rounds_out = np.zeros((NT.MAX_ROUNDS, 3), np.int64)
+            viruses, cells, rounds = NT.place_and_resolve_rounds(
+                self._cells, int(pill.left), int(pill.right), r, x, y, rounds_out
+            )
+            lock = self.first_frame + reach.frames - 1
+            after = NT.after_lock(lock, y, rounds_out[: min(rounds, NT.MAX_ROUNDS)], self.speed)
+        else:
+            viruses, cells, rounds = K.place_and_resolve(self._cells, int(pill.left), int(pill.right), r, x, y)
         self.moves.append(move)
         self.pills_used += 1
         self.viruses_cleared += int(viruses)
@@ -213,7 +303,22 @@ class Game:
             self.outcome = Outcome.TOPPED_OUT
         elif self.stall_limit is not None and self.stall >= self.stall_limit:
             self.outcome = Outcome.STALEMATE
+        if self.timed:
+            self._count_frames(after, won, topped)
         return PlaceResult(int(viruses), int(cells), int(rounds), won, topped)
+
+    def _count_frames(self, after: NT.AfterLock, won: bool, topped: bool) -> None:
+        """Advance the frame count past a placement: to the frame its last virus is counted off
+        (won), to the throw's last step (topped out: the spawn is taken), else to the frame before
+        the next pill's frame 1, whose parity is the next pill's."""
+        if won:
+            end = max(after.cleared_at)
+        elif topped:
+            end = after.throw_end
+        else:
+            end = after.next_first - 1
+            self.first_frame = after.next_first
+        self.frames = end - NT.FIRST_FRAME + 1
 
     def copy(self) -> Game:
         other = Game.__new__(Game)
@@ -233,12 +338,16 @@ class Game:
             viruses_cleared=self.viruses_cleared,
             pills_used=self.pills_used,
             meta=meta,
+            timing=self.timing,
+            speed=self.speed if self.timed else None,
+            frames=self.frames if self.timed else None,
         )
 
     def __repr__(self) -> str:
         state = self.outcome.value if self.outcome else f"pill {self.pill}"
+        timing = f" timing=nes/{self.speed} frames={self.frames}" if self.timed else ""
         return (
-            f"<Game seed={self.seed} level={self.level} {self.pill_mode} pills_used={self.pills_used} "
+            f"<Game seed={self.seed} level={self.level} {self.pill_mode}{timing} pills_used={self.pills_used} "
             f"viruses_left={self.viruses_left} {state}>"
         )
 

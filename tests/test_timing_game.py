@@ -211,3 +211,95 @@ def test_nes_record_round_trip_and_replay():
     # the same moves at another speed are another game: its frames differ (or a move is refused)
     with pytest.raises(ValueError):
         dm.GameRecord.from_dict({**d, "speed": "low"}).replay()
+
+
+# ---------------------------------------------------------------- agents and the arena under NES timing
+
+
+class PreferNetwork:
+    """A stub network whose move output puts nearly all its mass on given moves."""
+
+    def __init__(self, favourite: list[dm.Move]):
+        self.moves = np.full((4, 8, 16), 1e-6, np.float32)
+        for r, x, y in favourite:
+            self.moves[r, x, y] = 1.0
+
+    def evaluate(self, cells, pills, previews):
+        from drmario.search.core import Prediction
+
+        n = len(cells)
+        zeros = np.zeros(n, np.float32)
+        return Prediction(zeros, zeros, zeros, np.broadcast_to(self.moves, (n, 4, 8, 16)).copy())
+
+
+def top_speed_game(seed: int = 5, level: int = 12) -> Game:
+    """A nes game at speed index 80 (the pill drops every frame), where many moves are unreachable."""
+    game = Game(seed, level, timing="nes", speed="hi", stall_limit=None)
+    game.pills_used = 500
+    assert game.speed_index == 80
+    return game
+
+
+def test_position_carries_the_timing():
+    from drmario.search.core import Position, legal_mask_of, legal_moves_of
+
+    free = Position.of(Game(5, 12))
+    assert free.speed_index is None and legal_mask_of(free) is None
+    game = top_speed_game()
+    pos = Position.of(game)
+    assert (pos.speed_index, pos.parity) == (80, game.parity)
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    n = legal_moves_of(pos, moves)
+    assert [dm.Move(*m) for m in moves[:n].tolist()] == game.legal_moves()
+    assert np.array_equal(legal_mask_of(pos).astype(bool), game.legal_mask())
+    assert legal_moves_of(pos._replace(speed_index=None), moves) == len(dm.legal_moves(game.board, game.pill)) > n
+
+
+def test_agents_choose_only_reachable_moves():
+    from drmario.play.agents import GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
+    from drmario.search.config import SearchConfig
+    from drmario.search.core import Position
+
+    games = [top_speed_game(seed, level) for seed, level in [(5, 12), (77, 15), (901, 18)]]
+    positions = [Position.of(g) for g in games]
+    legal = [set(g.legal_moves()) for g in games]
+    lost = [[m for m in dm.legal_moves(g.board, g.pill) if m not in ok] for g, ok in zip(games, legal)]
+    assert all(lost)
+    agents = [
+        RandomAgent(),
+        GreedyAgent(),
+        SearchAgent(SearchConfig(mode="expert"), name="expert"),
+        SearchAgent(SearchConfig(mode="round0", simulations=20)),
+        SearchAgent(SearchConfig(mode="puct", simulations=12), PreferNetwork([m for ms in lost for m in ms])),
+        SearchAgent(SearchConfig(mode="gumbel", simulations=12), PreferNetwork([m for ms in lost for m in ms])),
+        PolicyAgent(PreferNetwork([m for ms in lost for m in ms])),  # the network wants the lost ones
+    ]
+    for agent in agents:
+        for seed in range(3):
+            decisions = agent.choose(positions, [seed * 7 + i for i in range(len(positions))])
+            for d, ok, pos in zip(decisions, legal, positions):
+                assert dm.canonical(pos.pill, d.move) in ok, agent.name
+                if d.search is not None:  # the root's moves are the reachable ones
+                    assert set(d.search.moves) == ok, agent.name
+                    assert d.search.target.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_arena_under_nes_timing():
+    from drmario.play.agents import SearchAgent
+    from drmario.play.arena import ARENA_COLUMNS, EvalConfig, arena
+    from drmario.search.config import SearchConfig
+
+    expert = SearchAgent(SearchConfig(mode="expert"), name="expert")
+    nes = EvalConfig(levels=[0], top_level_games=4, timing="nes", speed="hi", lockstep=2)
+    table, records = arena([expert], config=nes, progress=False)
+    assert list(table.columns) == ARENA_COLUMNS
+    row = table.iloc[0]
+    assert row["wins"] >= 1
+    frames = sorted(r.frames for r in records["expert"] if r.outcome == "won")
+    assert row["frames_median"] == pytest.approx(np.median(frames))
+    assert frames[0] <= row["frames_p90"] <= frames[-1]
+    for record in records["expert"]:
+        assert (record.timing, record.speed) == ("nes", "hi")
+        assert record.replay().frames == record.frames
+    free, _ = arena([expert], config=nes.replace(timing="free"), progress=False)
+    assert np.isnan(free.iloc[0]["frames_median"]) and np.isnan(free.iloc[0]["frames_p90"])

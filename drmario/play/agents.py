@@ -2,7 +2,8 @@
 
 An agent chooses moves for a batch of positions in one call (so a network or a search can batch
 its work across games). Agents see a `Position` (the board, the pill, the NES preview of the next
-one, the stall counter), never the pills after the preview.
+one, the stall counter, the game's timing), never the pills after the preview; under NES timing
+every agent chooses among the reachable moves (`core.legal_moves_of`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import numpy as np
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.search.config import SearchConfig
-from drmario.search.core import Evaluator, Position, SearchResult
-from drmario.search.heuristics import greedy_move
+from drmario.search.core import Evaluator, Position, SearchResult, legal_mask_of, legal_moves_of
+from drmario.search.heuristics import greedy_move, greedy_pick
 
 
 class Decision(NamedTuple):
@@ -48,7 +49,7 @@ class RandomAgent:
         moves = np.empty((K.MAX_MOVES, 3), np.int8)
         out = []
         for pos, seed in zip(positions, seeds):
-            n = K.legal_moves_into(pos.cells, int(pos.pill.left), int(pos.pill.right), moves)
+            n = legal_moves_of(pos, moves)
             out.append(Decision(Move(*moves[np.random.default_rng(seed).integers(n)].tolist())))
         return out
 
@@ -63,7 +64,12 @@ class GreedyAgent:
         out = []
         for pos, seed in zip(positions, seeds):
             state = np.array([seed | 1], np.uint64)
-            j = greedy_move(pos.cells, int(pos.pill.left), int(pos.pill.right), state, moves)
+            if pos.speed_index is None:
+                j = greedy_move(pos.cells, int(pos.pill.left), int(pos.pill.right), state, moves)
+            else:  # NES timing: among the reachable moves
+                j = greedy_pick(
+                    pos.cells, int(pos.pill.left), int(pos.pill.right), state, moves, legal_moves_of(pos, moves)
+                )
             out.append(Decision(Move(*moves[j].tolist())))
         return out
 
@@ -126,6 +132,10 @@ class PolicyAgent:
         previews = np.array([(p.preview.left, p.preview.right) if p.preview else (0, 0) for p in positions], np.uint8)
         legal = np.empty((len(positions), 4, K.WIDTH, K.HEIGHT), np.uint8)
         K.legal_masks_batch(cells, pills, legal)
+        for i, pos in enumerate(positions):
+            timed = legal_mask_of(pos)  # NES timing: the reachable moves only
+            if timed is not None:
+                legal[i] = timed
         pred = self.evaluator.evaluate(cells, pills, previews)
         scores = np.where(legal > 0, pred.moves, -1.0).reshape(len(positions), -1)
         out = []

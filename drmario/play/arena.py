@@ -3,9 +3,11 @@
 The protocol (`EvalConfig`): NES rules (no stalemate rule), games drawn
 from the evaluation seeds only (`engine.level.EVALUATION_SEEDS`, never used for training or tuning),
 a pill cap (2,000 by default) at which a game still running counts as a failure, and a win rate
-(every virus cleared) with its Wilson 95% interval. Placements are timing-free: an agent may put a
-pill anywhere the controls can reach at slow speed (rules section 4), not only where a human could
-at the level's real drop speed.
+(every virus cleared) with its Wilson 95% interval. The timing (`EvalConfig.timing`) is "free" by
+default: an agent may put a pill anywhere the controls can reach at slow speed (rules section 4),
+not only where a human could at the level's real drop speed; under "nes" only where a player can at
+the speed setting's real speed (`Game`), and the games count their frames, so the table also gives
+the median and 90th percentile of the frames a won game took to clear (NaN under free timing).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 
 from drmario.engine.game import Game, GameRecord
 from drmario.engine.level import EVALUATION_SEEDS, MAX_LEVEL, virus_count
+from drmario.engine.nes_timing import Speed, Timing
 from drmario.files import write_atomic
 from drmario.play.agents import Agent
 from drmario.play.lockstep import GameSpec, play_lockstep
@@ -35,6 +38,8 @@ ARENA_COLUMNS = [
     "ci_high",
     "cleared_fraction",
     "pills_per_virus",
+    "frames_median",
+    "frames_p90",
     "topout_rate",
     "capped_rate",
     "stalemate_rate",
@@ -55,6 +60,10 @@ class EvalConfig(Settings):
     stall_limit: int | None = setting(None, "None: NES rules; N: a stalemate after N pills that clear no virus", ge=1)
     lockstep: int = setting(16, "games each agent plays at once (one batched decision for all)", ge=1, le=4096)
     decision_seed: int = setting(0, "seeds the agents' decisions (ties, sampling)", ge=0)
+    timing: Timing = setting(
+        "free", "free: a pill goes wherever the controls reach at any speed; nes: only where they reach in time"
+    )
+    speed: Speed = setting("med", "the NES speed setting (low, med, hi) under timing nes")
 
     def check(self) -> list[str]:
         return [] if self.levels else ["levels = []: expected at least one level"]
@@ -107,8 +116,10 @@ def wilson(wins: int | np.ndarray, games: int | np.ndarray, z: float = 1.96) -> 
 
 def summarize(records: Sequence[GameRecord], agent: str | None = None) -> pd.DataFrame:
     """One row per agent and level (`ARENA_COLUMNS`): games, wins, the win rate and its Wilson 95%
-    interval, the mean fraction of the level's viruses cleared, pills per virus cleared, and the
-    shares of games that topped out, hit the pill cap (still running: a failure) or stalemated."""
+    interval, the mean fraction of the level's viruses cleared, pills per virus cleared, the median
+    and 90th percentile of the frames the won games took to clear (NaN without NES timing's frame
+    counts, `GameRecord.frames`), and the shares of games that topped out, hit the pill cap (still
+    running: a failure) or stalemated."""
     rows = []
     for r in records:
         rows.append(
@@ -123,6 +134,7 @@ def summarize(records: Sequence[GameRecord], agent: str | None = None) -> pd.Dat
                 "viruses_cleared": r.viruses_cleared,
                 "pills": r.pills_used,
                 "seconds": r.meta.get("seconds", np.nan),
+                "won_frames": r.frames if r.outcome == "won" and r.frames is not None else np.nan,
             }
         )
     if not rows:
@@ -140,6 +152,8 @@ def summarize(records: Sequence[GameRecord], agent: str | None = None) -> pd.Dat
             pills=("pills", "sum"),
             viruses=("viruses_cleared", "sum"),
             seconds=("seconds", "sum"),
+            frames_median=("won_frames", "median"),
+            frames_p90=("won_frames", lambda f: f.quantile(0.9) if f.notna().any() else np.nan),
         )
         .reset_index()
     )
@@ -179,7 +193,7 @@ def arena(
     records = {}
     for agent in agents:
         # One untimed decision first, so compilation and caches do not count in ms_per_move.
-        first = Game(games[0].seed, games[0].level, stall_limit=cfg.stall_limit)
+        first = Game(games[0].seed, games[0].level, stall_limit=cfg.stall_limit, timing=cfg.timing, speed=cfg.speed)
         agent.choose([Position.of(first)], [0])
         records[agent.name] = play_lockstep(
             agent,
@@ -189,6 +203,8 @@ def arena(
             stall_limit=cfg.stall_limit,
             max_pills=cfg.max_pills,
             progress=f"arena: {agent.name}" if progress else None,
+            timing=cfg.timing,
+            speed=cfg.speed,
         )
     table = pd.concat([summarize(r, name) for name, r in records.items()], ignore_index=True)
     return table, records

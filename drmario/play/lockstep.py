@@ -22,6 +22,7 @@ import numpy as np
 
 from drmario.engine.game import Game, GameRecord
 from drmario.engine.level import PillMode
+from drmario.engine.nes_timing import Speed, Timing
 from drmario.play.agents import Agent, Decision, SearchAgent
 from drmario.search.core import Position, Prediction, Steps
 
@@ -118,18 +119,21 @@ def play_lockstep(
     max_pills: int = 2000,
     on_finish: OnFinish | None = None,
     progress: str | None = None,
+    timing: Timing = "free",
+    speed: Speed = "med",
 ) -> list[GameRecord]:
     """Play the games with up to `lockstep` at once (module docstring). Returns the records in the
     order of `specs` (meta: agent name, seconds spent choosing, and ``unfinished`` if the game was
     stopped at max_pills). on_finish(record, decisions) is called as games end; progress, if given,
-    labels a per-game progress bar. stall_limit None: NES rules (no stalemate)."""
+    labels a per-game progress bar. stall_limit None: NES rules (no stalemate). timing and speed:
+    the games' timing (`Game`)."""
     from tqdm.auto import tqdm
 
     records: dict[int, GameRecord] = {}
     queue = list(reversed(specs))
 
     def new_game(spec: GameSpec) -> Game:
-        return Game(spec.seed, spec.level, pill_mode=pill_mode, stall_limit=stall_limit)
+        return Game(spec.seed, spec.level, pill_mode=pill_mode, stall_limit=stall_limit, timing=timing, speed=speed)
 
     with tqdm(total=len(specs), desc=progress, unit="game", disable=progress is None, leave=False) as bar:
 

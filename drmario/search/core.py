@@ -21,6 +21,7 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Move, Pill
 from drmario.engine.game import Game
 from drmario.engine.rules import MOVES_SHAPE, symmetrize
+from drmario.engine.timing import reachable
 
 N_PILLS = 9  # ordered colour pairs: pill index 3 * (left - 1) + (right - 1)
 
@@ -28,7 +29,9 @@ N_PILLS = 9  # ordered colour pairs: pill index 3 * (left - 1) + (right - 1)
 class Position(NamedTuple):
     """What a player may know: the board, the pill to place, the stall rule's state (pills since a
     virus was last cleared, and the game's stall limit, None without a stall rule), the NES preview
-    of the next pill (None: unknown), and how many pills the game has used."""
+    of the next pill (None: unknown), how many pills the game has used, and its timing: under NES
+    timing the speed index and the frame parity of the pill's first frame, which make the legal
+    moves the reachable ones (`legal_moves_of`); speed_index None: free timing."""
 
     cells: np.ndarray  # uint8[8, 16]
     pill: Pill
@@ -36,10 +39,40 @@ class Position(NamedTuple):
     stall_limit: int | None = None
     preview: Pill | None = None
     pills_used: int = 0
+    speed_index: int | None = None
+    parity: int = 1
 
     @classmethod
     def of(cls, game: Game) -> Position:
-        return cls(game.board.cells, game.pill, game.stall, game.stall_limit, game.next_pill, game.pills_used)
+        timed = (game.speed_index, game.parity) if game.timed else (None, 1)
+        return cls(game.board.cells, game.pill, game.stall, game.stall_limit, game.next_pill, game.pills_used, *timed)
+
+
+def legal_moves_of(pos: Position, moves: np.ndarray) -> int:
+    """Fill moves (int8[>= MAX_MOVES, 3]) with the position's legal moves and return how many: the
+    timing-free ones (`kernels.legal_moves_into`), under NES timing only those reachable at the
+    position's speed index and parity (`timing.reachable`, cached by board, speed and parity), in
+    the same order."""
+    n = K.legal_moves_into(pos.cells, int(pos.pill.left), int(pos.pill.right), moves)
+    if pos.speed_index is None or n == 0:
+        return n
+    reach = reachable(pos.cells, pos.pill, pos.speed_index, pos.parity)
+    keep = [j for j, (r, x, y) in enumerate(moves[:n].tolist()) if Move(r, x, y) in reach]
+    moves[: len(keep)] = moves[keep]
+    return len(keep)
+
+
+def legal_mask_of(pos: Position) -> np.ndarray | None:
+    """uint8[4, 8, 16] of the legal moves of a position under NES timing (planes r and r + 2 alike
+    for a same-colour pill), None under free timing (every timing-free legal move)."""
+    if pos.speed_index is None:
+        return None
+    mask = np.zeros(MOVES_SHAPE, np.uint8)
+    for r, x, y in reachable(pos.cells, pos.pill, pos.speed_index, pos.parity):
+        mask[r, x, y] = 1
+        if pos.pill.same_colour:
+            mask[r + 2, x, y] = 1
+    return mask
 
 
 class Prediction(NamedTuple):

@@ -27,7 +27,7 @@ from numba import njit
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.engine.rules import MOVES_SHAPE, symmetrize
-from drmario.search.core import Position, SearchResult
+from drmario.search.core import Position, SearchResult, legal_moves_of
 from drmario.settings import Settings, setting
 
 # Feature order of the weight vector. Every feature is a count on the settled board; its weight
@@ -332,8 +332,16 @@ def expert_scores(cells, a, b, pa, pb, weights, moves, scores):
     (float64[>=MAX_MOVES]) with their values; depth 2 over the preview pill (pa, pb) when pa > 0,
     depth 1 when pa == 0. Returns the number of moves (0 when the spawn is blocked)."""
     n = K.legal_moves_into(cells, a, b, moves)
+    score_moves(cells, a, b, pa, pb, weights, moves, n, scores)
+    return n
+
+
+@njit(cache=True)
+def score_moves(cells, a, b, pa, pb, weights, moves, n, scores):
+    """`expert_scores` of the first n rows of moves (legal moves of pill (a, b), given: the NES
+    timing's reachable ones, say); the preview's placements stay the timing-free ones."""
     if n == 0:
-        return 0
+        return
     scratch = np.empty((6, 128), np.int32)
     f = np.empty(N_FEATURES)
     moves2 = np.empty((K.MAX_MOVES, 3), np.int8)
@@ -364,7 +372,6 @@ def expert_scores(cells, a, b, pa, pb, weights, moves, scores):
                 continue
             best = max(best, _evaluate(b2, weights, scratch, f))
         scores[j] = best
-    return n
 
 
 @njit(cache=True)
@@ -456,7 +463,8 @@ def expert_search(
 ) -> list[SearchResult]:
     """The expert's choice in each position: every move's score (depth 2 over the preview when it is
     known), the best move (ties broken by the seed), and a sharp target (`expert_target`). Not a
-    tree search: visits are 0, the values are its scores."""
+    tree search: visits are 0, the values are its scores. Under NES timing (`Position.speed_index`)
+    it chooses among the reachable moves; its look at the preview stays timing-free."""
     w = load_weights(weights)
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     scores = np.empty(K.MAX_MOVES)
@@ -464,7 +472,11 @@ def expert_search(
     for pos, seed in zip(positions, seeds):
         known = depth >= 2 and pos.preview is not None
         pa, pb = (int(pos.preview.left), int(pos.preview.right)) if known else (0, 0)  # type: ignore[union-attr]
-        n = expert_scores(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, scores)
+        if pos.speed_index is None:
+            n = expert_scores(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, scores)
+        else:  # NES timing: the reachable moves only
+            n = legal_moves_of(pos, moves)
+            score_moves(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, n, scores)
         if n == 0:
             raise ValueError("a spawn cell is occupied, so there is no move to choose")
         best = K.argmax_ties(scores, n, np.array([seed | 1], np.uint64))

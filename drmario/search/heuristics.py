@@ -63,7 +63,13 @@ def greedy_move(cells, a, b, state, moves):
     """One-ply greedy: place every legal move and score the result: a win first, then avoid a top
     out, then viruses cleared, cells cleared, same-colour contacts, and a low stack; ties broken at
     random from state (uint64[1]). Fills moves and returns the chosen row (or -1: no legal move)."""
-    n = K.legal_moves_into(cells, a, b, moves)
+    return greedy_pick(cells, a, b, state, moves, K.legal_moves_into(cells, a, b, moves))
+
+
+@njit(cache=True)
+def greedy_pick(cells, a, b, state, moves, n):
+    """`greedy_move` among the first n rows of moves (legal moves of pill (a, b), given: the NES
+    timing's reachable ones, say). Returns the chosen row (or -1 when n is 0)."""
     if n == 0:
         return -1
     scores = np.empty(n)

@@ -23,7 +23,8 @@ from numba import njit
 from drmario.engine import kernels as K
 from drmario.engine.board import Move, Pill
 from drmario.engine.kernels import RUNNING, STALEMATE, TOPPED_OUT, WON
-from drmario.search.core import N_PILLS, Position, SearchResult, check_positions, dense_target
+from drmario.engine.rules import MOVES_SHAPE
+from drmario.search.core import N_PILLS, Position, SearchResult, check_positions, dense_target, legal_mask_of
 from drmario.search.utility import utility
 
 MAX_DEPTH = 64  # decisions below the root a simulation may descend (a leaf is evaluated there)
@@ -79,6 +80,8 @@ class Tree(NamedTuple):
     c_wsum: np.ndarray  # float32[C, 9] sum of values backed up through each outcome
     # pool use: [decision nodes, edges, chance nodes]
     used: np.ndarray  # int64[3]
+    # NES timing: root decision node d < R keeps only the moves set in root_legal[d] (R = 0: none)
+    root_legal: np.ndarray  # uint8[R, 4, 8, 16]
 
 
 def new_tree(
@@ -131,6 +134,7 @@ def new_tree(
         c_visits=np.zeros((c, N_PILLS), np.int32),
         c_wsum=np.zeros((c, N_PILLS), np.float32),
         used=np.zeros(3, np.int64),
+        root_legal=np.zeros((0, 4, K.WIDTH, K.HEIGHT), np.uint8),
     )
 
 
@@ -179,9 +183,18 @@ def new_decision(t, cells, pill, preview, cleared, pills, stall, left):
 
 @njit(cache=True)
 def expand(t, d, moves):
-    """Give decision node d its legal moves as edges with uniform priors. Returns the edge count."""
+    """Give decision node d its legal moves as edges with uniform priors (a root under NES timing:
+    its reachable ones, `root_legal`; the nodes below a root are timing-free). Returns the edge
+    count."""
     pill = t.d_pill[d]
     n = K.legal_moves_into(t.d_cells[d], pill // 3 + 1, pill % 3 + 1, moves)
+    if d < t.root_legal.shape[0]:
+        k = 0
+        for j in range(n):
+            if t.root_legal[d, moves[j, 0], moves[j, 1], moves[j, 2]]:
+                moves[k] = moves[j]
+                k += 1
+        n = k
     start = t.used[1]
     t.used[1] += n
     for j in range(n):
@@ -369,7 +382,8 @@ def plant(
     sizes: tuple[int, int, int],
 ) -> Tree:
     """A tree with one root per position (`core.check_positions`: each needs its preview), pools of
-    `sizes`, and each root's generator seeded from its seed."""
+    `sizes`, and each root's generator seeded from its seed. A position under NES timing keeps its
+    reachable moves at the root (`core.legal_mask_of`); below the root the tree is timing-free."""
     check_positions(positions)
     g = len(positions)
     tree = new_tree(g, sizes, uparams, probs, positions[0].stall_limit if positions else None)
@@ -379,6 +393,13 @@ def plant(
     previews = np.array([pos.preview.number for pos in positions if pos.preview is not None], np.int8)
     stalls = np.array([pos.stall for pos in positions], np.int16)
     set_roots(tree, np.ones(g, np.bool_), cells, pills, previews, stalls, np.asarray(seeds, np.uint64))
+    masks = [legal_mask_of(pos) for pos in positions]
+    if any(m is not None for m in masks):  # NES timing: each root keeps its reachable moves
+        root_legal = np.ones((int(tree.root.max()) + 1, *MOVES_SHAPE), np.uint8)
+        for i, mask in enumerate(masks):
+            if mask is not None:
+                root_legal[tree.root[i]] = mask
+        tree = tree._replace(root_legal=root_legal)
     return tree
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -78,6 +79,7 @@ def test_sigint_to_a_running_command_prints_no_traceback():
     proc = subprocess.Popen(
         [sys.executable, "-m", "drmario", "play", "--agent", "greedy", "-v", "--delay", "0.5", "--max-pills", "200"],
         cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # the first line arrives at once, not when a pipe buffer fills
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

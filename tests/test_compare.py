@@ -219,10 +219,13 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     for k in (0, 1):  # round 1 has the better arena results (net-mcts-16: 15 wins against 7)
         save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), run / f"train{k}" / "checkpoints" / "latest.pt")
     assert export.shipped_round(run) == 1
+    init = run.resolve() / "train0" / "checkpoints" / "latest.pt"  # as the pipeline writes it: absolute
+    (run / "train1" / "config.json").write_text(json.dumps({"init": str(init), "steps": 80}))
     out = main(["export", str(run), "--out", str(tmp_path / "nets" / "mine.pt")])
     assert out == 0
     card = export.read_card(tmp_path / "nets" / "mine.pt")
     assert card["run"]["round"] == 1 and card["net"]["filters"] == 8
+    assert card["train"] == {"init": "train0/checkpoints/latest.pt", "steps": 80}  # no path of this machine
     assert {r["agent"] for r in card["arena"]} >= {"policy", "net-mcts-16"}
     assert {(r["agent"], r["round"]) for r in card["rounds"]} >= {("net-mcts-16", 0), ("net-mcts-16", 1)}
     assert load_net(tmp_path / "nets" / "mine.pt").cfg.filters == 8

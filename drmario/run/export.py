@@ -47,8 +47,13 @@ def _data_summary(folder: Path) -> dict[str, Any]:
     keep = ("games", "seed", "levels", "search", "stall_limit", "stalemate_won", "max_pills")
     summary = {"folder": f"{folder.parent.name}/{folder.name}", **{k: meta[k] for k in keep if k in meta}}
     if meta.get("network"):  # the run's own path would mean nothing elsewhere: keep train<k>/...
-        summary["network"] = "/".join(Path(meta["network"]).parts[-3:])
+        summary["network"] = _in_run(meta["network"])
     return summary
+
+
+def _in_run(path: str) -> str:
+    """A checkpoint's path as train<k>/checkpoints/NAME: the run's own directory means nothing elsewhere."""
+    return "/".join(Path(path).parts[-3:])
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -82,7 +87,7 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
         "run": {"dir": run_dir.name, "round": round, "rounds": numbered(run_dir, "train")},
         "steps": state.get("step"),
         "net": state["net_config"],
-        "train": {k: v for k, v in train_config.items() if k != "data"},
+        "train": {k: _in_run(v) if k == "init" and v else v for k, v in train_config.items() if k != "data"},
         "data": [_data_summary(Path(d)) for d in train_config.get("data", [])],
         "arena": _records(pd.read_csv(arena_file)) if arena_file.is_file() else [],
         "rounds": _records(_rounds(run_dir)),

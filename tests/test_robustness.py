@@ -406,16 +406,16 @@ def shm_blocks() -> set[str]:
     return {p.name for p in Path("/dev/shm").glob("psm_*")} if Path("/dev/shm").is_dir() else set()
 
 
-def test_a_dead_inference_server_is_named_and_its_shared_memory_released(tmp_path, monkeypatch):
+def server_selfplay(tmp_path: Path) -> sp.SelfPlayConfig:
+    """Two search workers and an inference server with an untrained tiny network: 40 short games."""
     import torch
 
     from drmario.learn.checkpoint import save_net
     from drmario.learn.net import DrMarioNet, NetConfig
-    from drmario.play import inference
 
     torch.manual_seed(0)
     ckpt = save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt")
-    cfg = sp.SelfPlayConfig(
+    return sp.SelfPlayConfig(
         games=40,
         levels=[0, 3],
         seed=2,
@@ -426,6 +426,12 @@ def test_a_dead_inference_server_is_named_and_its_shared_memory_released(tmp_pat
         network=str(ckpt),
         search=SearchConfig(mode="puct", simulations=4),
     )
+
+
+def test_a_dead_inference_server_is_named_and_its_shared_memory_released(tmp_path, monkeypatch):
+    from drmario.play import inference
+
+    cfg = server_selfplay(tmp_path)
     servers: list = []
     real = inference.InferenceServer.__init__
 
@@ -883,24 +889,7 @@ def test_unreadable_run_files_are_named_with_what_to_do(tmp_path, whole_run):
 
 
 def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path):
-    import torch
-
-    from drmario.learn.checkpoint import save_net
-    from drmario.learn.net import DrMarioNet, NetConfig
-
-    torch.manual_seed(0)
-    ckpt = save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt")
-    cfg = sp.SelfPlayConfig(
-        games=40,
-        levels=[0, 3],
-        seed=2,
-        games_per_shard=2,
-        max_pills=60,
-        workers=2,
-        inference="server",
-        network=str(ckpt),
-        search=SearchConfig(mode="puct", simulations=4),
-    )
+    cfg = server_selfplay(tmp_path)
     run, me, killed = tmp_path / "run", psutil.Process(), []
 
     def worker():

@@ -199,3 +199,55 @@ def test_output_into_a_closed_pipe_ends_quietly():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0 and done.stderr == "status 141\n", done.stderr
+
+
+def test_input_paths_read_back_frame_by_frame():
+    paths = [
+        (),
+        ("",),
+        ("", "", "", "L", *["D"] * 8),
+        ("D", "", "D", "", "D", "", "D", "R", "D", "R", "D", "LAB", "D"),
+        ("A", "A", "B", "", "", "RA", "D", "RA", "D", "D"),
+    ]
+    for inputs in paths:
+        assert cli.read_input_path(cli.input_path(inputs)) == list(inputs), inputs
+    assert cli.input_path(("", "", "", "L", *["D"] * 8)) == "·×3 L D×8"
+    assert cli.input_path(("D", "", "D", "", "D", "", "D", "LA")) == "(D ·)×3 D LA"
+
+
+def test_play_under_nes_timing_prints_each_pill_s_input_path_and_the_frames(capsys):
+    from drmario.engine.game import Game
+    from drmario.engine.rules import canonical
+
+    args = ["play", "--agent", "greedy", "--level", "3", "--timing", "nes", "--speed", "hi", "--max-pills", "12"]
+    assert main([*args, "-v"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "timing nes at speed hi" in lines[0]
+    moves = [line for line in lines if line.startswith("pill ")]
+    paths = [line for line in lines if line.startswith("  ") and " frames (speed " in line]
+    assert len(moves) == len(paths) == 12
+    game = Game(1234, 3, timing="nes", speed="hi")
+    for move, path in zip(moves, paths):  # the printed path is the one the game took
+        r, x, y = (int(move.split(f"{k}=")[1].split()[0].rstrip(":")) for k in "rxy")
+        head, text = path.strip().split(": ", 1)
+        frames, speed, parity = int(head.split()[0]), int(head.split("speed ")[1][:-1].split(",")[0]), int(head[-2])
+        reach = game.reachable()[canonical(game.pill, (r, x, y))]
+        assert (frames, speed, parity) == (reach.frames, game.speed_index, game.parity)
+        assert cli.read_input_path(text) == list(reach.inputs) and len(reach.inputs) == frames
+        game.play((r, x, y))
+    assert lines[-1].startswith(f"{game.frames} frames (") and game.frames > sum(int(p.split()[0]) for p in paths)
+    assert main(args) == 0  # without -v: no paths, the frames at the end
+    out = capsys.readouterr().out
+    assert " frames (speed " not in out and out.splitlines()[-1] == lines[-1]
+
+
+def test_play_under_free_timing_prints_no_frames_and_a_bad_speed_is_a_clear_error(capsys):
+    assert main(["play", "--agent", "greedy", "--level", "3", "-v", "--max-pills", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "pill    5:" in out and "frames" not in out and "timing" not in out
+    for bad in (["--speed", "max"], ["--timing", "snes"]):
+        with pytest.raises(SystemExit) as e:
+            main(["play", *bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f"invalid choice: '{bad[1]}'" in err and bad[0] in err

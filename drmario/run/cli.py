@@ -21,6 +21,7 @@ from drmario.files import RunError
 from drmario.settings import Settings, SettingsError, apply_dotted, load_yaml, parse_assignment
 
 SETTING = "setting:"  # argparse dest prefix of the derived flags
+NES_FPS = 60.0988  # the NTSC NES's frame rate
 
 
 # ------------------------------------------------------------------------------------------------
@@ -104,9 +105,49 @@ def _needs_torch(specs: list[str]) -> bool:
 # Commands
 
 
+def input_path(inputs: tuple[str, ...] | list[str]) -> str:
+    """A pill's per-frame inputs (`timing.Reach.inputs`) in short: each frame's buttons held (a
+    subset of LRDAB, · for none), a run of one frame's buttons as X×n, a run of a repeated pair of
+    frames as (X Y)×n, e.g. ``· L (D ·)×4 LA D``; `read_input_path` expands it back."""
+    frames = ["".join(f) or "·" for f in inputs]
+    out, i = [], 0
+    while i < len(frames):
+        runs = {}
+        for unit in (1, 2):  # the unit that covers the most frames, if it repeats
+            head, n = frames[i : i + unit], 1
+            while len(head) == unit and frames[i + n * unit : i + (n + 1) * unit] == head:
+                n += 1
+            runs[unit] = n
+        unit = 2 if runs[2] > 1 and 2 * runs[2] > runs[1] else 1
+        n = runs[unit]
+        text = frames[i] if unit == 1 else f"({frames[i]} {frames[i + 1]})"
+        out.append(f"{text}×{n}" if n > 1 else text)
+        i += unit * n
+    return " ".join(out)
+
+
+def read_input_path(text: str) -> list[str]:
+    """The per-frame inputs of an `input_path` text ("" for a frame with no buttons)."""
+    import re
+
+    frames: list[str] = []
+    for m in re.finditer(r"\(([^ ()]+) ([^ ()]+)\)×(\d+)|([^ ()×]+)(?:×(\d+))?", text):
+        if m[1]:
+            frames += [m[1], m[2]] * int(m[3])
+        else:
+            frames += [m[4]] * int(m[5] or 1)
+    return ["" if f == "·" else f for f in frames]
+
+
 def cmd_play(args: argparse.Namespace) -> int:
-    """Play one game with any agent and show it move by move in the terminal."""
+    """Play one game with any agent and show it move by move in the terminal. Under --timing nes
+    the game keeps only the moves a player reaches in time at the --speed setting's real speed and
+    counts its frames; with -v each pill then shows its input path: the frames from its first frame
+    to its lock, the speed index and the frame parity it fell with, and the buttons held on each
+    frame (LRDAB, · for none; X×n: n frames alike, (X Y)×n: a pair of frames n times). The game's
+    frame count comes at the end."""
     from drmario.engine.game import Game
+    from drmario.engine.rules import canonical
     from drmario.play.lockstep import decision_seed
     from drmario.run.agents import make_agent, network_name
     from drmario.search.core import Position
@@ -116,12 +157,20 @@ def cmd_play(args: argparse.Namespace) -> int:
         set_threads(args.threads)
     agent = make_agent(args.agent, network=args.network, device=args.device)
     agent.name = network_name(args.agent, args.network)
-    game = Game(args.seed, args.level, pill_mode=args.pills, stall_limit=args.stall_limit)
-    print(f"{agent.name} plays seed {args.seed}, level {args.level}: {game.viruses_left} viruses, {args.pills} pills")
+    game = Game(
+        args.seed, args.level, pill_mode=args.pills, stall_limit=args.stall_limit, timing=args.timing, speed=args.speed
+    )
+    timing = f", timing nes at speed {args.speed}" if game.timed else ""
+    print(
+        f"{agent.name} plays seed {args.seed}, level {args.level}: {game.viruses_left} viruses, {args.pills} pills"
+        f"{timing}"
+    )
     print(f"{game.board}\n")
     while not game.over and game.pills_used < args.max_pills:
         pill, preview = game.pill, game.next_pill
+        speed, parity = game.speed_index, game.parity
         [decision] = agent.choose([Position.of(game)], [decision_seed(args.rng_seed, 0, game.pills_used)])
+        reach = game.reachable()[canonical(pill, decision.move)] if game.timed and args.verbose else None
         result = game.play(decision.move)
         if args.verbose or result.viruses_cleared or game.over:
             r, x, y = decision.move
@@ -129,11 +178,17 @@ def cmd_play(args: argparse.Namespace) -> int:
                 f"pill {game.pills_used:4d}: {pill} (next {preview}) -> r={r} x={x} y={y}: "
                 f"{result.viruses_cleared} cleared, {game.viruses_left} left"
             )
+            if reach is not None:
+                print(f"  {reach.frames} frames (speed {speed}, parity {parity}): {input_path(reach.inputs)}")
             if args.verbose:
                 print(f"{game.board}\n")
                 time.sleep(args.delay)
     outcome = game.outcome.value if game.outcome else f"stopped at the pill cap ({args.max_pills})"
     print(f"\n{game.board}\n\n{outcome} after {game.pills_used} pills, {game.viruses_cleared} viruses cleared")
+    if game.timed:
+        print(
+            f"{game.frames} frames ({game.frames / NES_FPS:.1f} s at {NES_FPS} frames/s), from the first pill's frame 1"
+        )
     if args.record:
         print(game.record(agent=agent.name, rng_seed=args.rng_seed).to_json())
     return 0
@@ -428,10 +483,23 @@ def _play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1234, help="NES RNG seed, 2..65535")
     p.add_argument("--level", type=int, default=0, help="virus level 0..24")
     p.add_argument("--pills", choices=["nes", "iid"], default="nes", help="pill sequence: the NES list or i.i.d.")
+    p.add_argument(
+        "--timing",
+        choices=["free", "nes"],
+        default="free",
+        help="free: a pill goes wherever the controls reach at any speed; nes: only where a player reaches it in "
+        "time at --speed's real speed, and the game counts its frames (RULES.md)",
+    )
+    p.add_argument("--speed", choices=["low", "med", "hi"], default="med", help="the NES speed setting (timing nes)")
     p.add_argument("--stall-limit", type=int, default=None, help="stalemate after this many idle pills (none)")
     p.add_argument("--max-pills", type=int, default=2000, help="stop the game after this many pills")
     p.add_argument("--rng-seed", type=int, default=0, help="seeds the agent's decisions")
-    p.add_argument("--verbose", "-v", action="store_true", help="print the board after every move")
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="print the board after every move; with --timing nes also each pill's input path (see above)",
+    )
     p.add_argument("--delay", type=float, default=0.0, help="seconds to wait after each board (with -v)")
     p.add_argument("--record", action="store_true", help="print the game record as JSON at the end")
 

@@ -303,3 +303,22 @@ def test_arena_under_nes_timing():
         assert record.replay().frames == record.frames
     free, _ = arena([expert], config=nes.replace(timing="free"), progress=False)
     assert np.isnan(free.iloc[0]["frames_median"]) and np.isnan(free.iloc[0]["frames_p90"])
+
+
+def test_a_notebook_replay_keeps_the_evaluation_s_timing():
+    from drmario.play.agents import SearchAgent
+    from drmario.play.arena import EvalConfig, arena
+    from drmario.run.notebook import replay_with_search
+    from drmario.search.config import SearchConfig
+
+    agent = SearchAgent(SearchConfig(mode="round0", simulations=8), name="mcts-8")
+    nes = EvalConfig(levels=[2], top_level_games=2, timing="nes", speed="hi", lockstep=2, max_pills=60)
+    _, played = arena([agent], config=nes, progress=False)
+    for spec, played_record in zip(nes.games(), played["mcts-8"]):
+        record, targets = replay_with_search(agent, spec, nes)
+        assert (record.timing, record.speed) == ("nes", "hi")
+        assert record.moves == played_record.moves and record.frames == played_record.frames > 0
+        assert record.replay().frames == record.frames  # every move reachable at its speed and parity
+        assert len(targets) == len(record.moves) and all(t is not None for t in targets)
+    record, _ = replay_with_search(agent, nes.games()[0], nes.replace(timing="free"))
+    assert record.timing == "free" and record.frames is None

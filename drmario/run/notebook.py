@@ -265,8 +265,9 @@ def network_errors(player: Player, positions: Leaves, table: pd.DataFrame) -> tu
 def replay_with_search(
     agent: Agent, spec: GameSpec, evaluation: EvalConfig
 ) -> tuple[GameRecord, list[np.ndarray | None]]:
-    """Play one game with agent as the arena does (same protocol, same seeds) and keep each
-    decision's search target (None for agents without a search)."""
+    """Play one game with agent as the arena does (same protocol, same seeds, same timing and
+    speed: a replay of an NES-timing game is one too) and keep each decision's search target (None
+    for agents without a search)."""
     from drmario.play.lockstep import play_lockstep
 
     kept: dict[str, Any] = {}
@@ -282,6 +283,8 @@ def replay_with_search(
         stall_limit=evaluation.stall_limit,
         max_pills=evaluation.max_pills,
         on_finish=keep,
+        timing=evaluation.timing,
+        speed=evaluation.speed,
     )
     return kept["record"], kept["targets"]
 

@@ -112,7 +112,7 @@ def test_progress_counts_each_game_as_it_ends(tmp_path, monkeypatch, workers):
         def __exit__(self, *exc):
             pass
 
-    monkeypatch.setattr("tqdm.auto.tqdm", Bar)
+    monkeypatch.setattr("drmario.progress.tqdm", Bar)
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4, "workers": workers}), tmp_path, progress=False)
     assert updates == [0, 1, 1, 1, 1]  # one step per game, not one per shard of 2
 

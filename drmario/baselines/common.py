@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from numba import njit
-from tqdm.auto import tqdm
 
 from drmario.engine import kernels as K
 from drmario.engine.level import TRAINING_SEEDS
 from drmario.files import MetricsCSV, write_atomic
 from drmario.learn.checkpoint import CheckpointError, load_file, save_checkpoint
+from drmario.progress import tqdm
 from drmario.search.core import pill_probs_problems
 from drmario.settings import Settings
 

@@ -463,7 +463,7 @@ def load_examples(
     `example_files.ReadReport` per file. Game ids are unique across files. progress: a tqdm bar over the
     bytes read and a one-line summary.
     """
-    from tqdm.auto import tqdm
+    from drmario.progress import tqdm
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

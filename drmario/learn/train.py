@@ -39,7 +39,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_state, read_checkpoint, save_checkpoint
@@ -48,6 +47,7 @@ from drmario.learn.device import resolve_device
 from drmario.learn.loss import loss_terms, weight_norm2
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player
+from drmario.progress import tqdm
 from drmario.settings import Settings, setting
 
 COLUMNS: tuple[str, ...] = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")

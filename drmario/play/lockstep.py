@@ -127,7 +127,7 @@ def play_lockstep(
     stopped at max_pills). on_finish(record, decisions) is called as games end; progress, if given,
     labels a per-game progress bar. stall_limit None: NES rules (no stalemate). timing and speed:
     the games' timing (`Game`)."""
-    from tqdm.auto import tqdm
+    from drmario.progress import tqdm
 
     records: dict[int, GameRecord] = {}
     queue = list(reversed(specs))

@@ -198,7 +198,7 @@ def generate(
     Refuses a run directory that another process works in, or that holds other settings; redoes
     damaged shards (`shards.set_aside_damaged`; log reports them). Raises `RunError` naming the part
     that failed when a worker process or the inference server dies."""
-    from tqdm.auto import tqdm
+    from drmario.progress import tqdm
 
     run_dir = Path(run_dir)
     with lock_run_dir(run_dir, "self-play", log=log):

@@ -43,7 +43,7 @@ def _quiet_worker(parent: int | None) -> None:
     """A worker process dies with its parent, and its (silent) progress bars take a thread lock,
     not tqdm's default process lock, a named semaphore that a killed worker would leave to the
     resource tracker to clean up (with a "leaked semaphore" warning)."""
-    from tqdm.auto import tqdm
+    from drmario.progress import tqdm
 
     die_with_parent(parent)
     tqdm.set_lock(threading.RLock())

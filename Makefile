@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Without an NVIDIA GPU, pin torch to the CPU build of 2.13.0 (any other version downloads CUDA).
 TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
 
-.PHONY: install test lint format run data bench figures clean
+.PHONY: install test lint format run data bench figures offline-check clean
 
 install: $(STAMP)
 
@@ -51,6 +51,11 @@ bench: install
 RUN ?= runs/cpu
 figures: install
 	$(BIN)/python docs/figures.py $(RUN)
+
+# An executed 03 exported to HTML and opened in headless Chromium offline (needs chromium, e.g.
+# apt-get install chromium): every widget's cell shows its pictures, every progress bar its last line.
+offline-check: install
+	$(BIN)/python bench/offline_export.py $(RUN)/notebooks/03_analysis.ipynb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -189,7 +189,7 @@ def test_replay_widget_steps_the_board(record):
     targets = [symmetrize(g.legal_mask().astype(float), g.pill.same_colour) for g in games]
     panel = viz.replay_widget(record, targets=targets)
     assert isinstance(panel, viz.Panel) and panel.slider.max == n
-    assert "_repr_mimebundle_" in dir(panel)
+    assert "_ipython_display_" in dir(panel)
     first = panel.picture.value
     assert data_board(first) == games[0].board.to_string() and "search target" in first
     panel.slider.value = 3
@@ -446,13 +446,34 @@ def test_stalemates_read_as_stalemates(stalemate):
 
 def test_panels_carry_a_static_snapshot(record, tmp_path):
     panel = viz.replay_widget(record)
-    bundle = panel._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert data_board(bundle["text/html"]) == record.new_game().board.to_string()
+    widget, copy = panel.outputs()  # two outputs: an export draws only the widget view of a bundle
+    assert "application/vnd.jupyter.widget-view+json" in widget and "text/html" not in widget
+    assert list(copy) == ["text/html", "text/plain"] and 'class="drmario-static"' in copy["text/html"]
+    assert data_board(copy["text/html"]) == record.new_game().board.to_string()
+    assert ":has(.widget-box)" in copy["text/html"]  # hidden where the widget is drawn
     panel.slider.value = 3
-    assert panel.snapshot().html.count("<svg") == 1 and panel.snapshot().html != bundle["text/html"]
+    assert panel.snapshot().html.count("<svg") == 1 and panel.snapshot().html not in copy["text/html"]
     explorer = viz.curve_explorer(write_metrics(tmp_path / "a"))
-    assert explorer._repr_mimebundle_()["text/html"].startswith('<img src="data:image/png;base64,')
+    assert '<img src="data:image/png;base64,' in explorer.outputs()[1]["text/html"]
+
+
+def test_a_displayed_panel_makes_the_widget_then_its_static_copy(record):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    had_shell = InteractiveShell.initialized()
+    InteractiveShell.instance()  # display() needs a shell; a plain one, not a kernel's
+    try:
+        panel = viz.replay_widget(record)
+        with capture_output() as shown:
+            display(panel)
+    finally:
+        if not had_shell:
+            InteractiveShell.clear_instance()
+    assert [list(o.data) for o in shown.outputs] == [list(b) for b in panel.outputs()]
+    assert "application/vnd.jupyter.widget-view+json" in shown.outputs[0].data
+    assert shown.outputs[1].data["text/html"].count("<svg") == 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -501,8 +522,7 @@ def test_play_widget_plays_both_games():
     assert isinstance(panel, viz.Panel) and panel.rotation.value == 0 and panel.column.value == 3
     before = panel.picture.value
     assert before.count("<svg") == 2 and 'class="outline"' in before and 'class="ghost"' in before
-    bundle = panel._repr_mimebundle_()
-    assert bundle["text/html"].count("<svg") == 2  # an exported notebook shows both boards
+    assert panel.outputs()[1]["text/html"].count("<svg") == 2  # an exported notebook shows both boards
     panel.rotation.value = 1
     assert session.selected.r == 1 and set(panel.column.options) == {(str(x), x) for x in session.columns(1)}
     panel.column.value = panel.column.options[-1][1]

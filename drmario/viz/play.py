@@ -146,7 +146,7 @@ class PlaySession:
         progress bar (tqdm) in plain cells."""
         if self.agent_done:
             return
-        from tqdm.auto import tqdm
+        from drmario.progress import tqdm
 
         assert self.machine is not None and self.agent is not None
         left = self.max_pills - self.machine.pills_used
@@ -260,8 +260,8 @@ def play_widget(
 
     Returns a Panel (controls ``rotation``, ``column``, ``landing``, ``place``, ``agent_next``,
     ``agent_end``, ``show_target``, ``info``, ``picture``, ``target`` (the agent's heatmap), and
-    ``session``: the `PlaySession`). Its static snapshot (both boards as SVG) goes into the output
-    beside the widget, so a notebook exported without widget state is not blank. Without
+    ``session``: the `PlaySession`). Its static snapshot (both boards as SVG) is an output of its own
+    below the widget, so an HTML export shows the boards without the widget scripts. Without
     ipywidgets: the boards as a static picture, with a warning (play on with a `PlaySession`).
     """
     session = PlaySession(

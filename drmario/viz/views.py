@@ -51,11 +51,14 @@ class HTMLView:
 class Panel:
     """An ipywidgets UI (``.widget``) with its controls by name, e.g. ``panel.slider``.
 
-    snapshot: returns static HTML of what the UI shows now (its pictures as inline SVG or PNG). When
-    the panel is displayed, that goes into the output beside the widget view, so a notebook exported
-    to HTML without widget state (papermill, nbconvert) shows the pictures as they were then, not a
-    blank cell. (Saved with widget state, the export shows the live widget instead, which needs the
-    widget scripts from the network.) ``panel.snapshot()`` in a later cell keeps the state of then.
+    snapshot: returns static HTML of what the UI shows now (its pictures as inline SVG or PNG).
+    Displayed, a panel makes two outputs: the widget, then that static copy (`static_html`). An
+    HTML export draws a widget output with the widget scripts, which it loads from a CDN (nothing
+    shows offline, or where the notebook was saved without widget state), and never falls back to
+    another type in the same output; so the copy is an output of its own, visible with no script.
+    Where the widget is drawn (JupyterLab, Notebook 7, an export online), a CSS rule in the copy
+    hides it. The copy shows the pictures of when the panel was displayed; ``panel.snapshot()`` in
+    a later cell shows them as they are then.
     """
 
     def __init__(self, widget: Any, *, snapshot: Callable[[], str] | None = None, **controls: Any) -> None:
@@ -73,16 +76,48 @@ class Panel:
         """What the UI shows now, as static HTML (empty without a snapshot function)."""
         return HTMLView(self._snapshot() if self._snapshot is not None else "")
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = self.widget._repr_mimebundle_(**kwargs)
+    def static_html(self) -> str:
+        """The static copy shown beside the widget: `snapshot` with a note, in a ``drmario-static``
+        block that hides itself where the widget before it is drawn (empty without a snapshot)."""
         if self._snapshot is None:
-            return bundle
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
-        data = {**data, "text/html": self._snapshot()}  # shown where the widget view cannot be
-        return data if metadata is None else (data, metadata)
+            return ""
+        return static_copy(self._snapshot())
+
+    def outputs(self) -> list[dict[str, Any]]:
+        """The mime bundles that displaying the panel makes: the widget's, then the static copy's."""
+        bundle = self.widget._repr_mimebundle_()
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        copy = self.static_html()
+        return [data] + ([{"text/html": copy, "text/plain": "<static copy of the widget>"}] if copy else [])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        for data in self.outputs():
+            display(data, raw=True)
 
     def __repr__(self) -> str:
         return f"<Panel {', '.join(self.controls)}>"
+
+
+STATIC_CLASS = "drmario-static"
+# Hides the static copy where the output just before it holds a drawn widget (ipywidgets gives
+# every box view the class widget-box; an undrawn widget output holds only its <script> tags):
+# JupyterLab and Notebook 7 (jp-OutputArea-child), the classic notebook (output_area), and HTML
+# exports (the lab and classic templates use the same classes).
+_HIDE_WHEN_DRAWN = (
+    f".jp-OutputArea-child:has(.widget-box) + .jp-OutputArea-child .{STATIC_CLASS},"
+    f" .output_area:has(.widget-box) + .output_area .{STATIC_CLASS} {{display: none}}"
+)
+
+
+def static_copy(html: str) -> str:
+    """html in a ``drmario-static`` block with a note saying what it is (see `Panel`)."""
+    note = (
+        '<div style="font-size: smaller; color: grey">static copy of the widget above'
+        " (shown where the widget scripts cannot load)</div>"
+    )
+    return f'<div class="{STATIC_CLASS}"><style>{_HIDE_WHEN_DRAWN}</style>{note}{html}</div>'
 
 
 def save_text(path: str | Path, text: str, page: bool = False) -> Path:

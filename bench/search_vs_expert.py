@@ -1,0 +1,183 @@
+"""The shipped network with search against the expert, paired on the same games, and where the
+search's pills go.
+
+Plays the expert, the network alone (``policy``) and the network with search (``net-mcts-N``, and
+optionally variants of its utility settings, no retraining) on the same games at one level: by
+default the rounds bench's 100 evaluation games (`EvalConfig` with its seed 2024: NES rules, the
+2,000-pill cap counting as a failure); with ``--tuning`` as many games drawn from the training seeds
+(never evaluation seeds, `is_evaluation_seed`), for trying search settings. For each agent: wins
+with the Wilson 95% interval, pills per virus over all games (sum of pills / sum of viruses cleared,
+the arena's and rounds bench's figure, bootstrap 95% interval over games) and over the won games
+only, the outcomes (won, topped out, cut at the pill cap) with the pills the lost games took, and ms
+per move. Paired tests (`play.gate.compare`: McNemar's exact test on wins; pills per virus on the
+games both won, paired bootstrap 95% interval of the difference) of every search agent against the
+expert, and of each variant against the default search.
+
+Writes bench/results/NAME-MACHINE.json (figures) and NAME-MACHINE.csv (one row per agent and game).
+
+Run: `python bench/search_vs_expert.py` (net-mcts-100 on the 100 evaluation games at level 20);
+`python bench/search_vs_expert.py --tuning --games 50 --variant k4=pills_per_virus:4 --name
+search100-tuning` to try a utility setting on tuning games.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from common import RESULTS, machine_info, machine_slug, report
+
+from drmario.engine.game import GameRecord
+from drmario.engine.level import TRAINING_SEEDS, is_evaluation_seed, virus_count
+from drmario.files import write_atomic
+from drmario.play.agents import Agent, SearchAgent
+from drmario.play.arena import EvalConfig, arena, wilson
+from drmario.play.gate import compare
+from drmario.play.lockstep import GameSpec
+from drmario.run.agents import make_agents
+from drmario.run.rounds import ppv_interval
+from drmario.search.utility import Utility
+
+
+def tuning_games(level: int, n: int, seed: int) -> list[GameSpec]:
+    """n distinct training seeds (never evaluation seeds) at level, drawn by a generator seeded with seed."""
+    seeds = np.random.default_rng(seed).choice(TRAINING_SEEDS, n, replace=False)
+    assert not any(is_evaluation_seed(int(s)) for s in seeds)
+    return [GameSpec(i, int(s), level) for i, s in enumerate(seeds)]
+
+
+def variant(base: SearchAgent, text: str) -> SearchAgent:
+    """NAME=FIELD:VALUE[,FIELD:VALUE...]: base's search with those `Utility` fields changed."""
+    name, _, fields = text.partition("=")
+    changes: dict = {}
+    for item in fields.split(","):
+        key, _, value = item.partition(":")
+        changes[key] = value if key == "kind" else float(value)
+    utility = dataclasses.replace(base.config.utility, **changes)
+    config = dataclasses.replace(base.config, utility=utility)
+    return SearchAgent(config, base.evaluator, name=f"{base.name} {name}")
+
+
+def describe(records: Sequence[GameRecord]) -> dict:
+    """The figures of one agent's games (module docstring)."""
+    won = [r for r in records if r.outcome == "won"]
+    lost = [r for r in records if r.outcome != "won"]
+    low, high = wilson(len(won), len(records))
+    ppv_low, ppv_high = ppv_interval(records)
+    won_low, won_high = ppv_interval(won)
+    pills = sum(r.pills_used for r in records)
+    seconds = sum(r.meta.get("seconds", 0.0) for r in records)
+    won_ppv = sum(r.pills_used for r in won) / max(sum(r.viruses_cleared for r in won), 1)
+    per_game = np.array([r.pills_used / max(r.viruses_cleared, 1) for r in won])
+    return {
+        "wins": f"{len(won)}/{len(records)} ({float(low):.1%}-{float(high):.1%})",
+        "pills per virus, all games": f"{pills / max(sum(r.viruses_cleared for r in records), 1):.3f} "
+        f"({ppv_low:.3f}-{ppv_high:.3f})",
+        "pills per virus, won games": f"{won_ppv:.3f} ({won_low:.3f}-{won_high:.3f})",
+        "won games' pills per virus: median, p90, max": [
+            round(float(v), 3) for v in np.percentile(per_game, [50, 90, 100])
+        ]
+        if len(per_game)
+        else None,
+        "outcomes": {
+            "won": len(won),
+            "topped out": sum(r.outcome == "topped_out" for r in records),
+            "pill cap": sum(r.outcome is None for r in records),
+            "stalemate": sum(r.outcome == "stalemate" for r in records),
+        },
+        "lost games (seed: outcome, pills, viruses cleared)": {
+            str(r.seed): f"{r.outcome or 'pill cap'}, {r.pills_used}, {r.viruses_cleared}" for r in lost
+        },
+        "share of all pills in lost games": round(sum(r.pills_used for r in lost) / max(pills, 1), 3),
+        "ms per move": round(1000 * seconds / max(pills, 1), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--search", default="net-mcts-100", help="the search agent (a network kind)")
+    parser.add_argument("--network", default="small", help="checkpoint, or a shipped network's name")
+    parser.add_argument("--others", default="expert,policy", help="the agents to compare with (expert first)")
+    parser.add_argument("--variant", action="append", default=[], help="NAME=FIELD:VALUE,...: a utility variant")
+    parser.add_argument("--no-default", action="store_true", help="play only the variants, not the default search")
+    parser.add_argument("--level", type=int, default=20)
+    parser.add_argument("--games", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=2024, help="draws the games")
+    parser.add_argument("--tuning", action="store_true", help="games from training seeds, not evaluation seeds")
+    parser.add_argument("--lockstep", type=int, default=16, help="games each agent plays at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--name", default="search100", help="result file name")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    cfg = EvalConfig(
+        levels=[args.level],
+        games_per_level=args.games,
+        top_level_games=args.games,
+        seed=args.seed,
+        lockstep=args.lockstep,
+    )
+    games = tuning_games(args.level, args.games, args.seed) if args.tuning else cfg.games()
+    others = [s for s in args.others.split(",") if s]
+    agents: list[Agent] = make_agents([*others, args.search], network=args.network)
+    base = agents.pop()
+    assert isinstance(base, SearchAgent)
+    if not args.no_default:
+        agents.append(base)
+    agents += [variant(base, v) for v in args.variant]
+    _, records = arena(agents, games, cfg)
+
+    figures: dict = {name: describe(r) for name, r in records.items()}
+    tests: dict = {}
+    searches = [a.name for a in agents if isinstance(a, SearchAgent) and a.config.needs_network]
+    for name in searches:
+        if "expert" in records:
+            tests[f"{name} vs expert"] = compare(records[name], records["expert"]).to_dict()
+        if name != base.name and base.name in records:
+            tests[f"{name} vs {base.name}"] = compare(records[name], records[base.name]).to_dict()
+    figures["paired tests"] = tests
+    for label, t in tests.items():
+        print(
+            f"{label}: wins {t['new_wins']}-{t['old_wins']} of {t['games']} (McNemar exact p = {t['wins_p']:.3g}, "
+            f"{t['new_only']} against {t['old_only']} discordant); pills per virus on the {t['both_won']} games both "
+            f"won {t['new_ppv']:.3f} against {t['old_ppv']:.3f} (difference {t['ppv_diff']:+.3f}, "
+            f"95% {t['ppv_diff_low']:+.3f} to {t['ppv_diff_high']:+.3f})"
+        )
+
+    rows = [
+        {
+            "agent": name,
+            "seed": r.seed,
+            "level": r.level,
+            "outcome": r.outcome or "pill_cap",
+            "pills": r.pills_used,
+            "viruses_cleared": r.viruses_cleared,
+            "viruses": virus_count(r.level),
+            "seconds": round(r.meta.get("seconds", float("nan")), 3),
+        }
+        for name, rs in records.items()
+        for r in rs
+    ]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    write_atomic(RESULTS / f"{args.name}-{machine_slug(machine_info())}.csv", pd.DataFrame(rows).to_csv(index=False))
+    settings = {
+        "search": args.search,
+        "network": args.network,
+        "agents": list(records),
+        "variants": {a.name: a.config.utility.to_dict() for a in agents if isinstance(a, SearchAgent)},
+        "default utility": Utility().to_dict(),
+        "games": f"{args.games} at level {args.level} from the "
+        + ("training seeds (tuning)" if args.tuning else "evaluation seeds (the rounds bench's games)"),
+        "evaluation": cfg.to_dict(),
+        "tuning": args.tuning,
+        "threads": args.threads,
+    }
+    report(args.name, settings, figures)
+
+
+if __name__ == "__main__":
+    main()

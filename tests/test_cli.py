@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from drmario.engine.timing import input_path, read_input_path
 from drmario.run import cli
 from drmario.run.agents import network_name
 from drmario.run.cli import main
@@ -210,9 +211,9 @@ def test_input_paths_read_back_frame_by_frame():
         ("A", "A", "B", "", "", "RA", "D", "RA", "D", "D"),
     ]
     for inputs in paths:
-        assert cli.read_input_path(cli.input_path(inputs)) == list(inputs), inputs
-    assert cli.input_path(("", "", "", "L", *["D"] * 8)) == "·×3 L D×8"
-    assert cli.input_path(("D", "", "D", "", "D", "", "D", "LA")) == "(D ·)×3 D LA"
+        assert read_input_path(input_path(inputs)) == list(inputs), inputs
+    assert input_path(("", "", "", "L", *["D"] * 8)) == "·×3 L D×8"
+    assert input_path(("D", "", "D", "", "D", "", "D", "LA")) == "(D ·)×3 D LA"
 
 
 def test_play_under_nes_timing_prints_each_pill_s_input_path_and_the_frames(capsys):
@@ -233,7 +234,7 @@ def test_play_under_nes_timing_prints_each_pill_s_input_path_and_the_frames(caps
         frames, speed, parity = int(head.split()[0]), int(head.split("speed ")[1][:-1].split(",")[0]), int(head[-2])
         reach = game.reachable()[canonical(game.pill, (r, x, y))]
         assert (frames, speed, parity) == (reach.frames, game.speed_index, game.parity)
-        assert cli.read_input_path(text) == list(reach.inputs) and len(reach.inputs) == frames
+        assert read_input_path(text) == list(reach.inputs) and len(reach.inputs) == frames
         game.play((r, x, y))
     assert lines[-1].startswith(f"{game.frames} frames (") and game.frames > sum(int(p.split()[0]) for p in paths)
     assert main(args) == 0  # without -v: no paths, the frames at the end

@@ -10,6 +10,7 @@ make it. The search itself is compiled (`timing_kernels`).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -25,6 +26,7 @@ MAX_SPEED_UPS = 49
 MAX_SPEED_INDEX = TK.MAX_SPEED_INDEX  # 80
 SPEED_COUNTER = TK.SPEED_COUNTER  # int64[81], the ROM's speedCounterTable
 FRAMES_PER_ROW = SPEED_COUNTER + 1  # int64[81]: 70, 68, ..., 20 (i = 25), 19, ..., 1 (i = 80)
+NES_FPS = 60.0988  # frames a second of the NTSC NES
 BUTTONS = "LRDAB"  # the order of the buttons in an input string; bit i of an input set is BUTTONS[i]
 
 
@@ -155,3 +157,35 @@ def reachable_mask(
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
     TK.reachable_into(cells, int(pill.left), int(pill.right), speed, _parity(parity), mask, frames, _work())
     return mask.view(np.bool_), frames
+
+
+def input_path(inputs: tuple[str, ...] | list[str]) -> str:
+    """A pill's per-frame inputs (`Reach.inputs`) in short: each frame's buttons held (a
+    subset of LRDAB, · for none), a run of one frame's buttons as X×n, a run of a repeated pair of
+    frames as (X Y)×n, e.g. ``· L (D ·)×4 LA D``; `read_input_path` expands it back."""
+    frames = ["".join(f) or "·" for f in inputs]
+    out, i = [], 0
+    while i < len(frames):
+        runs = {}
+        for unit in (1, 2):  # the unit that covers the most frames, if it repeats
+            head, n = frames[i : i + unit], 1
+            while len(head) == unit and frames[i + n * unit : i + (n + 1) * unit] == head:
+                n += 1
+            runs[unit] = n
+        unit = 2 if runs[2] > 1 and 2 * runs[2] > runs[1] else 1
+        n = runs[unit]
+        text = frames[i] if unit == 1 else f"({frames[i]} {frames[i + 1]})"
+        out.append(f"{text}×{n}" if n > 1 else text)
+        i += unit * n
+    return " ".join(out)
+
+
+def read_input_path(text: str) -> list[str]:
+    """The per-frame inputs of an `input_path` text ("" for a frame with no buttons)."""
+    frames: list[str] = []
+    for m in re.finditer(r"\(([^ ()]+) ([^ ()]+)\)×(\d+)|([^ ()×]+)(?:×(\d+))?", text):
+        if m[1]:
+            frames += [m[1], m[2]] * int(m[3])
+        else:
+            frames += [m[4]] * int(m[5] or 1)
+    return ["" if f == "·" else f for f in frames]

@@ -21,7 +21,6 @@ from drmario.files import RunError
 from drmario.settings import Settings, SettingsError, apply_dotted, load_yaml, parse_assignment
 
 SETTING = "setting:"  # argparse dest prefix of the derived flags
-NES_FPS = 60.0988  # the NTSC NES's frame rate
 
 
 # ------------------------------------------------------------------------------------------------
@@ -105,40 +104,6 @@ def _needs_torch(specs: list[str]) -> bool:
 # Commands
 
 
-def input_path(inputs: tuple[str, ...] | list[str]) -> str:
-    """A pill's per-frame inputs (`timing.Reach.inputs`) in short: each frame's buttons held (a
-    subset of LRDAB, · for none), a run of one frame's buttons as X×n, a run of a repeated pair of
-    frames as (X Y)×n, e.g. ``· L (D ·)×4 LA D``; `read_input_path` expands it back."""
-    frames = ["".join(f) or "·" for f in inputs]
-    out, i = [], 0
-    while i < len(frames):
-        runs = {}
-        for unit in (1, 2):  # the unit that covers the most frames, if it repeats
-            head, n = frames[i : i + unit], 1
-            while len(head) == unit and frames[i + n * unit : i + (n + 1) * unit] == head:
-                n += 1
-            runs[unit] = n
-        unit = 2 if runs[2] > 1 and 2 * runs[2] > runs[1] else 1
-        n = runs[unit]
-        text = frames[i] if unit == 1 else f"({frames[i]} {frames[i + 1]})"
-        out.append(f"{text}×{n}" if n > 1 else text)
-        i += unit * n
-    return " ".join(out)
-
-
-def read_input_path(text: str) -> list[str]:
-    """The per-frame inputs of an `input_path` text ("" for a frame with no buttons)."""
-    import re
-
-    frames: list[str] = []
-    for m in re.finditer(r"\(([^ ()]+) ([^ ()]+)\)×(\d+)|([^ ()×]+)(?:×(\d+))?", text):
-        if m[1]:
-            frames += [m[1], m[2]] * int(m[3])
-        else:
-            frames += [m[4]] * int(m[5] or 1)
-    return ["" if f == "·" else f for f in frames]
-
-
 def cmd_play(args: argparse.Namespace) -> int:
     """Play one game with any agent and show it move by move in the terminal. Under --timing nes
     the game keeps only the moves a player reaches in time at the --speed setting's real speed and
@@ -148,6 +113,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     frame count comes at the end."""
     from drmario.engine.game import Game
     from drmario.engine.rules import canonical
+    from drmario.engine.timing import NES_FPS, input_path
     from drmario.play.lockstep import decision_seed
     from drmario.run.agents import make_agent, network_name
     from drmario.search.core import Position

@@ -76,6 +76,8 @@ TARGETS = {
     "frames_per_row": (T.frames_per_row, 1),
     "input_string": (T.input_string, 1),
     "input_bits": (T.input_bits, 1),
+    "input_path": (T.input_path, 1),
+    "read_input_path": (T.read_input_path, 1),
     "reachable": (T.reachable, 3),
     "reachable_mask": (T.reachable_mask, 3),
     "board_string": (S.board_string, 1),
@@ -176,6 +178,9 @@ def test_engine_functions_raise_only_the_kits_errors(name, data):
         lambda: G.GameRecord.from_json(2.0),
         lambda: R.legal_moves(MID, Pill(1.0, 2.0)),
         lambda: Pill(None, 1).to_string(),
+        lambda: T.read_input_path("L (D x)×2"),
+        lambda: T.read_input_path("L×999999 " * 2),
+        lambda: T.input_path(["LQ"]),
     ],
     ids=[
         "virus_count(-100)",
@@ -191,6 +196,9 @@ def test_engine_functions_raise_only_the_kits_errors(name, data):
         "from_json(float)",
         "legal_moves(Pill(1.0, 2.0))",
         "Pill(None, 1).to_string()",
+        "read_input_path(unknown button)",
+        "read_input_path(too long)",
+        "input_path(unknown button)",
     ],
 )
 def test_the_reported_inputs_are_clean_errors(call):

@@ -163,7 +163,14 @@ def input_path(inputs: tuple[str, ...] | list[str]) -> str:
     """A pill's per-frame inputs (`Reach.inputs`) in short: each frame's buttons held (a
     subset of LRDAB, · for none), a run of one frame's buttons as X×n, a run of a repeated pair of
     frames as (X Y)×n, e.g. ``· L (D ·)×4 LA D``; `read_input_path` expands it back."""
-    frames = ["".join(f) or "·" for f in inputs]
+    if not isinstance(inputs, (list, tuple)):
+        raise ValueError(f"inputs must be a list of per-frame button strings, got {type(inputs).__name__}")
+    for frame, buttons in enumerate(inputs):
+        if not isinstance(buttons, str) or any(c not in BUTTONS for c in buttons):
+            raise ValueError(
+                f"inputs[{frame}]: a frame's input is a string of the buttons {BUTTONS!r}, got {buttons!r}"
+            )
+    frames = [f or "·" for f in inputs]
     out, i = [], 0
     while i < len(frames):
         runs = {}
@@ -180,12 +187,28 @@ def input_path(inputs: tuple[str, ...] | list[str]) -> str:
     return " ".join(out)
 
 
+_PATH_TOKEN = re.compile(r"\s*(?:\(([LRDAB·]+) ([LRDAB·]+)\)×(\d{1,6})|([LRDAB·]+)(?:×(\d{1,6}))?)\s*")
+MAX_PATH_FRAMES = 1_000_000  # far above any pill's fall; stops "L×999999" × many from eating memory
+
+
 def read_input_path(text: str) -> list[str]:
     """The per-frame inputs of an `input_path` text ("" for a frame with no buttons)."""
+    if not isinstance(text, str):
+        raise ValueError(f"an input path is a string such as '· L (D ·)×4', got {type(text).__name__}")
     frames: list[str] = []
-    for m in re.finditer(r"\(([^ ()]+) ([^ ()]+)\)×(\d+)|([^ ()×]+)(?:×(\d+))?", text):
+    pos = 0
+    while pos < len(text):
+        m = _PATH_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"input path: cannot read {text[pos : pos + 20]!r} at character {pos + 1}")
         if m[1]:
             frames += [m[1], m[2]] * int(m[3])
         else:
             frames += [m[4]] * int(m[5] or 1)
+        if len(frames) > MAX_PATH_FRAMES:
+            raise ValueError(f"input path: more than {MAX_PATH_FRAMES} frames by character {m.end()}")
+        pos = m.end()
+    for frame, buttons in enumerate(frames):
+        if buttons != "·" and (len(set(buttons)) < len(buttons) or "·" in buttons):
+            raise ValueError(f"input path: frame {frame + 1} holds {buttons!r}; each button once, · alone")
     return ["" if f == "·" else f for f in frames]

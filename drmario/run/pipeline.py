@@ -305,6 +305,13 @@ def _kernel_manager_class() -> type:
                 kw["preexec_fn"] = preexec
             return cmd, kw
 
+        async def _async_interrupt_kernel(self) -> None:
+            # jupyter_client sends SIGINT before every shutdown request; to the idle kernel of a
+            # finished notebook it only makes ipykernel log "ERROR | KeyboardInterrupt caught in
+            # kernel" in the pipeline's output. A cell timeout or Ctrl-C still interrupts.
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
     return OwnedKernelManager
 
 

@@ -22,6 +22,8 @@ replacing it. Runs:
     python bench/timing_arena.py --name timing-arena-network --agent policy@small \\
         --levels 10 15 20 --games-per-level 50 --games 100
     python bench/timing_arena.py --name timing-arena-network --append --agent net-mcts-32@small --games 100
+    python bench/timing_arena.py --name timing-arena-levels --agent expert --agent net-mcts-32@small \\
+        --levels 10 15 --games-per-level 50 --games 50
 """
 
 from __future__ import annotations

@@ -17,16 +17,13 @@ def weight_norm2(net: nn.Module) -> torch.Tensor:
     return torch.stack([p.float().square().sum() for p in net.parameters()]).sum()
 
 
-def loss_terms(
-    out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = None, *, reg_grad: bool = True
-) -> dict[str, torch.Tensor]:
+def loss_terms(out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The design's loss, each term a batch mean (a scalar tensor), plus "reg" and "total".
 
     batch: a `dataset.Batch` (won, cleared, duration float[B], moves float[B, 4, 8, 16]).
     won: (w - ŵ)^2; cleared: ((c - ĉ) / max(c, 1))^2; duration: likewise (or both over COUNT_SCALE
     with cfg.count_error = "scaled"); moves: -Σ m·log m̂;
-    reg: c ||θ||^2 of net (0 without net). reg_grad=False detaches reg (the regulariser is then
-    applied by the optimiser as weight decay, and reg is only reported); total = sum of all five.
+    reg: c ||θ||^2 of net (0 without net); total = sum of all five.
     """
     won = (out.won - batch.won).square()
     if cfg.count_error == "relative":
@@ -38,13 +35,7 @@ def loss_terms(
     # where(): a zero target times a -inf log (masked slot) is 0, not NaN (a NaN target stays NaN)
     moves = -torch.where(batch.moves != 0, batch.moves * out.log_moves, 0.0).sum(dim=(1, 2, 3))
     terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
-    if net is None:
-        reg = torch.zeros((), device=out.won.device)
-    elif reg_grad:
-        reg = cfg.reg * weight_norm2(net)
-    else:
-        with torch.no_grad():
-            reg = cfg.reg * weight_norm2(net)
+    reg = torch.zeros((), device=out.won.device) if net is None else cfg.reg * weight_norm2(net)
     terms["reg"] = reg
     terms["total"] = terms["won"] + terms["cleared"] + terms["duration"] + terms["moves"] + reg
     return terms

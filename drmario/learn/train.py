@@ -19,9 +19,8 @@ GPU: bf16 autocast, channels_last, optional torch.compile. The loop never waits 
 between steps: loss terms stay on the device and are read every log_every steps, and so is the
 non-finite check ("stop" mode; "skip" mode must read the loss every step to decide).
 
-Regularisation c‖θ‖² (NetConfig.reg): regulariser="loss" adds it to the loss (the design's form, any
-optimizer); regulariser="decay" leaves it to the optimiser as weight decay 2c·θ (SGD: the same update
-exactly; AdamW: decoupled decay, a different regulariser). The reg term is logged either way.
+Regularisation c‖θ‖² (NetConfig.reg) is a term of the loss (the design's form), for either
+optimiser; the optimisers apply no weight decay of their own.
 """
 
 from __future__ import annotations
@@ -79,20 +78,15 @@ class TrainConfig(Settings):
         None, "a network checkpoint whose weights start the training (a warm start); None: fresh weights"
     )
     optimizer: Literal["sgd", "adamw"] = setting(
-        "adamw", "adamw (what every profile uses) or sgd (the design's: momentum, Nesterov)"
+        "adamw",
+        "adamw (every profile's) or sgd (momentum 0.9, Nesterov; bench/net.py times the design network with it)",
     )
     lr: float = setting(0.002, "peak learning rate (the cpu profile's; sgd wants about 0.02)", gt=0, le=10)
-    momentum: float = setting(0.9, "sgd momentum", ge=0, lt=1)
-    nesterov: bool = setting(True, "sgd: Nesterov momentum")
     betas: tuple[float, float] = setting((0.9, 0.999), "adamw betas", ge=0, lt=1)
-    regulariser: Literal["loss", "decay"] = setting(
-        "loss", "where c||theta||^2 acts: in the loss, or as the optimiser's weight decay 2c"
+    schedule: Literal["constant", "cosine"] = setting(
+        "cosine", "learning rate after the warm-up: cosine to 0 over the steps (every profile's), or constant"
     )
-    schedule: Literal["constant", "cosine", "step"] = setting("cosine", "learning rate after the warm-up")
     warmup_steps: int = setting(0, "steps of linear learning-rate warm-up", ge=0)
-    min_lr_fraction: float = setting(0.0, "cosine: final lr / lr", ge=0, le=1)
-    step_every: int = setting(1000, "step schedule: multiply lr by step_gamma every step_every steps", ge=1)
-    step_gamma: float = setting(0.1, "step schedule: the factor", gt=0, le=1)
     batch_size: int = setting(256, "examples per optimiser step", ge=1, le=1 << 20)
     steps: int = setting(1000, "optimiser steps in all (a resumed run continues up to this)", ge=1, le=10**8)
     log_every: int = setting(20, "steps per train row of metrics.csv (means over those steps)", ge=1)
@@ -143,12 +137,9 @@ def init_distributed() -> tuple[int, int]:
 
 
 def make_optimizer(net: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    decay = 2 * cfg.net.reg if cfg.regulariser == "decay" else 0.0  # d(c‖θ‖²)/dθ = 2cθ
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(
-            net.parameters(), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=decay
-        )
-    return torch.optim.AdamW(net.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=decay)
+        return torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9, nesterov=True)
+    return torch.optim.AdamW(net.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=0.0)  # c‖θ‖² is in the loss
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -158,9 +149,7 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     t = step - cfg.warmup_steps
     if cfg.schedule == "cosine":
         p = min(1.0, t / max(1, cfg.steps - cfg.warmup_steps))
-        return cfg.min_lr_fraction + (1 - cfg.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * p))
-    if cfg.schedule == "step":
-        return cfg.step_gamma ** (t // cfg.step_every)
+        return 0.5 * (1 + math.cos(math.pi * p))
     return 1.0
 
 
@@ -180,7 +169,7 @@ def forward_backward(
         planes = planes.contiguous(memory_format=torch.channels_last)
     with autocast(device, cfg):
         out = net(planes)
-    terms = loss_terms(out, batch, cfg.net, model, reg_grad=cfg.regulariser == "loss")
+    terms = loss_terms(out, batch, cfg.net, model)
     terms["total"].backward()
     return torch.stack([terms[t] for t in TERMS]).detach()
 

@@ -42,7 +42,9 @@ class Utility(Settings):
     """How a search values a finished game (module docstring)."""
 
     kind: Literal["outcome", "discounted"] = setting(
-        "outcome", "outcome: any win beats any top-out, then fewer pills; discounted: a win is gamma ** pills, else 0"
+        "outcome",
+        "outcome: any win beats any top-out, then fewer pills; discounted: a win is gamma ** pills, else 0 "
+        "(net-mcts-100, 30 tuning games at level 20: 28 against 27 wins; bench/results/search100-tuning)",
     )
     pills_per_virus: float = setting(
         2.0, "outcome: k of the pill scale P = k * V (V: viruses at the root); about the expert's pills per virus", gt=0

@@ -226,6 +226,11 @@ def test_train_command_fails_when_training_stops(tmp_path, capsys):
 # The whole chain with the CI profile
 
 
+def python_prints(python: str, code: str, **kwargs) -> str:
+    """What `python -c code` prints."""
+    return subprocess.run([python, "-c", code], check=True, capture_output=True, text=True, **kwargs).stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory) -> Path:
     """A fresh virtual environment with the kit installed from its wheel (no checkout on its path):
@@ -244,12 +249,7 @@ def wheel_venv(tmp_path_factory) -> Path:
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
-    site = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    site = python_prints(python, "import sysconfig; print(sysconfig.get_path('purelib'))")
     install = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
     Path(site, "_drmario_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")  # after pip
@@ -262,15 +262,8 @@ def chain(wheel_venv, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("pipeline")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     python = str(wheel_venv / "bin" / "python")
-    where = subprocess.run(
-        [python, "-c", "import drmario; print(drmario.__file__)"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert str(wheel_venv) in where.stdout, f"drmario imported from {where.stdout} (not the wheel)"
+    where = python_prints(python, "import drmario; print(drmario.__file__)", cwd=work, env=env)
+    assert str(wheel_venv) in where, f"drmario imported from {where} (not the wheel)"
     cmd = [
         python,
         "-m",

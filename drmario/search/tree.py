@@ -210,7 +210,7 @@ def expand(t, d, moves):
 
 
 @njit(cache=True)
-def place(t, g, d, e):
+def new_chance(t, g, d, e):
     """Create the chance node of edge e of decision d in game g: the placement's result. Returns it."""
     c = t.used[2]
     t.used[2] += 1
@@ -324,7 +324,7 @@ def through_edge(t, g, k, d, e):
     -1; otherwise the chance node."""
     c = t.e_chance[e]
     if c < 0:
-        c = place(t, g, d, e)
+        c = new_chance(t, g, d, e)
     step_to(t, g, k, d, e, -1)
     if t.c_outcome[c] != RUNNING:
         t.path_len[g] = k + 1

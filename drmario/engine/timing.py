@@ -166,10 +166,10 @@ def input_path(inputs: tuple[str, ...] | list[str]) -> str:
     if not isinstance(inputs, (list, tuple)):
         raise ValueError(f"inputs must be a list of per-frame button strings, got {type(inputs).__name__}")
     for frame, buttons in enumerate(inputs):
-        if not isinstance(buttons, str) or any(c not in BUTTONS for c in buttons):
-            raise ValueError(
-                f"inputs[{frame}]: a frame's input is a string of the buttons {BUTTONS!r}, got {buttons!r}"
-            )
+        try:
+            input_bits(buttons)
+        except ValueError as e:
+            raise ValueError(f"inputs[{frame}]: {e}") from None
     frames = [f or "·" for f in inputs]
     out, i = [], 0
     while i < len(frames):

@@ -6,10 +6,11 @@ on the same evaluation games (NES rules, seeds that no round trained or gated on
 seeds and pills for every agent). Writes, per agent and level, games, wins, win rate with its
 Wilson 95% interval and pills per virus with a bootstrap 95% interval to
 bench/results/rounds-MACHINE.csv (and RUN_DIR/rounds.csv, which `export` puts in the network's
-card), the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the
-paired tests (McNemar's exact test on wins; pills per virus on the games both won, paired
-bootstrap) of the last round's network against round 0's and of the best network with search
-against the expert, with the run's settings.
+card), the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the paired tests (McNemar's
+exact test on wins; pills per virus on the games both won, paired bootstrap) of the last round's
+network against round 0's and of the best network with search against the expert, with the run's
+settings. ``--name NAME`` writes NAME-MACHINE.* instead (an experiment's run beside the shipped
+one's).
 
 Run: `python bench/rounds.py runs/cpu` after `python -m drmario pipeline --profile cpu --run-dir
 runs/cpu --rounds 3`.
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2024, help="draws the evaluation games")
     parser.add_argument("--search", default="net-mcts-100", help="the best network's search agent ('' for none)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--name", default="rounds", help="results: NAME-MACHINE.csv, .json, .png")
     args = parser.parse_args()
     import torch
 
@@ -65,9 +67,9 @@ def main() -> None:
 
     slug = machine_slug(machine_info())
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_atomic(RESULTS / f"rounds-{slug}.csv", table.to_csv(index=False, float_format="%.4f"))
+    write_atomic(RESULTS / f"{args.name}-{slug}.csv", table.to_csv(index=False, float_format="%.4f"))
     write_atomic(args.run_dir / ROUNDS_FILE, table.to_csv(index=False))  # for the exported network's card
-    plot_rounds(table).savefig(RESULTS / f"rounds-{slug}.png", dpi=110)
+    plot_rounds(table).savefig(RESULTS / f"{args.name}-{slug}.png", dpi=110)
     figures = {
         f"{r.agent} L{r.level}": f"{r.wins}/{r.games} ({r.ci_low:.0%}-{r.ci_high:.0%}), "
         f"{r.pills_per_virus:.2f} pills/virus ({r.ppv_low:.2f}-{r.ppv_high:.2f})"
@@ -76,7 +78,7 @@ def main() -> None:
     figures["paired tests"] = tests
     profile = json.loads((args.run_dir / "pipeline.json").read_text()).get("profile", {})
     settings = {"run_dir": str(args.run_dir), "evaluation": evaluation.to_dict(), "search": args.search}
-    report("rounds", {**settings, "threads": args.threads, "profile": profile}, figures)
+    report(args.name, {**settings, "threads": args.threads, "profile": profile}, figures)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections import deque
 
 import numpy as np
@@ -107,3 +108,10 @@ def something_can_fall(cells: np.ndarray) -> bool:
             elif not cells[x, y - 1]:
                 return True
     return False
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A `subprocess.Popen` preexec_fn: the child gets SIGINT's default action, as under a terminal.
+    A shell without job control (a CI script run in the background, nohup) starts its children with
+    SIGINT ignored, and Python then raises no KeyboardInterrupt: a Ctrl-C test would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

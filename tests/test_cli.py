@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from helpers import ctrl_c_as_in_a_terminal
 
 from drmario.engine.timing import input_path, read_input_path
 from drmario.run import cli
@@ -84,6 +85,7 @@ def test_sigint_to_a_running_command_prints_no_traceback():
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         assert proc.stdout is not None and "greedy plays" in proc.stdout.readline()  # main runs

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
+from helpers import ctrl_c_as_in_a_terminal
 
 import drmario.play.selfplay as sp
 from drmario.files import (
@@ -664,6 +665,7 @@ def test_sigint_at_random_points_in_01_02_03_resumes_to_the_same_results(uninter
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=ctrl_c_as_in_a_terminal,
         )
         out: list[str] = []
         try:

@@ -1,4 +1,4 @@
-"""Independent, slow, plain-Python references and board generators for the tests."""
+"""Independent, slow, plain-Python references, board generators and a subprocess helper for the tests."""
 
 from __future__ import annotations
 

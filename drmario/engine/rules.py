@@ -77,13 +77,16 @@ def place(board: Board, pill: Pill, move: Move) -> tuple[Board, PlaceResult]:
 def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
     """Split each same-colour placement's mass equally between r and r + 2.
 
-    moves: float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new array.
+    moves: finite float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new array.
     """
     try:
-        moves = np.array(moves, dtype=np.float32)
+        with np.errstate(over="ignore"):  # beyond float32's range becomes inf, refused below
+            moves = np.array(moves, dtype=np.float32)
         same = np.asarray(same_colour)
     except (TypeError, ValueError) as e:  # not numbers: name the argument, not numpy's conversion
         raise ValueError(f"symmetrize: moves must be numbers [..., 4, 8, 16], same_colour bools: {e}") from e
+    if not np.isfinite(moves).all():
+        raise ValueError("symmetrize: moves must be finite numbers within float32's range")
     if moves.shape[-3:] != MOVES_SHAPE:
         raise ValueError(f"symmetrize: moves must have shape [..., 4, 8, 16], got {moves.shape}")
     if same.dtype != np.bool_ or same.shape != moves.shape[:-3][len(moves.shape[:-3]) - same.ndim :]:

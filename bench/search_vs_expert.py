@@ -2,7 +2,7 @@
 search's pills go.
 
 Plays the expert, the network alone (``policy``) and the network with search (``net-mcts-N``, and
-optionally variants of its utility settings, no retraining) on the same games at one level: by
+optionally variants of its utility or PUCT settings, no retraining) on the same games at one level: by
 default the rounds bench's 100 evaluation games (`EvalConfig` with its seed 2024: NES rules, the
 2,000-pill cap counting as a failure); with ``--tuning`` as many games drawn from the training seeds
 (never evaluation seeds, `is_evaluation_seed`), for trying search settings. For each agent: wins
@@ -39,6 +39,7 @@ from drmario.play.gate import compare
 from drmario.play.lockstep import GameSpec
 from drmario.run.agents import make_agents
 from drmario.run.rounds import ppv_interval
+from drmario.search.network import PuctSettings
 from drmario.search.utility import Utility
 
 
@@ -50,14 +51,19 @@ def tuning_games(level: int, n: int, seed: int) -> list[GameSpec]:
 
 
 def variant(base: SearchAgent, text: str) -> SearchAgent:
-    """NAME=FIELD:VALUE[,FIELD:VALUE...]: base's search with those `Utility` fields changed."""
+    """NAME=FIELD:VALUE[,FIELD:VALUE...]: base's search with those `Utility` or `PuctSettings`
+    fields changed (e.g. ``k4=pills_per_virus:4``, ``s05=min_spread:0.05``)."""
     name, _, fields = text.partition("=")
-    changes: dict = {}
+    sections: dict[str, dict] = {"utility": {}, "puct": {}}
     for item in fields.split(","):
         key, _, value = item.partition(":")
-        changes[key] = value if key == "kind" else float(value)
-    utility = dataclasses.replace(base.config.utility, **changes)
-    config = dataclasses.replace(base.config, utility=utility)
+        section = "puct" if key in PuctSettings.__dataclass_fields__ else "utility"
+        sections[section][key] = float(value) if key not in ("kind", "normalise") else value
+    config = dataclasses.replace(
+        base.config,
+        utility=dataclasses.replace(base.config.utility, **sections["utility"]),
+        puct=dataclasses.replace(base.config.puct, **sections["puct"]),
+    )
     return SearchAgent(config, base.evaluator, name=f"{base.name} {name}")
 
 
@@ -101,7 +107,9 @@ def main() -> None:
     parser.add_argument("--search", default="net-mcts-100", help="the search agent (a network kind)")
     parser.add_argument("--network", default="small", help="checkpoint, or a shipped network's name")
     parser.add_argument("--others", default="expert,policy", help="the agents to compare with (expert first)")
-    parser.add_argument("--variant", action="append", default=[], help="NAME=FIELD:VALUE,...: a utility variant")
+    parser.add_argument(
+        "--variant", action="append", default=[], help="NAME=FIELD:VALUE,...: a utility or PUCT setting"
+    )
     parser.add_argument("--no-default", action="store_true", help="play only the variants, not the default search")
     parser.add_argument("--level", type=int, default=20)
     parser.add_argument("--games", type=int, default=100)
@@ -168,7 +176,11 @@ def main() -> None:
         "search": args.search,
         "network": args.network,
         "agents": list(records),
-        "variants": {a.name: a.config.utility.to_dict() for a in agents if isinstance(a, SearchAgent)},
+        "variants": {
+            a.name: {**a.config.utility.to_dict(), **a.config.puct.to_dict()}
+            for a in agents
+            if isinstance(a, SearchAgent)
+        },
         "default utility": Utility().to_dict(),
         "games": f"{args.games} at level {args.level} from the "
         + ("training seeds (tuning)" if args.tuning else "evaluation seeds (the rounds bench's games)"),

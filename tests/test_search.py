@@ -171,7 +171,7 @@ def test_network_search_with_rollouts_runs_batched():
 def grown_puct_tree(position: Position, evaluator, simulations: int, probs=None, seed: int = 3):
     probs = pill_distribution(probs)
     tree = plant([position], [seed], Utility().params, probs, (64, 4096, 64))
-    sel = Selection(PUCT, 4.0, 0.0, 0.0, True)
+    sel = Selection(PUCT, 4.0, 0.0, 0.0, True, 1e-8)
     for _ in range(simulations + 1):
         tree = reserve(tree, 1, K.MAX_MOVES, 1)
         if descend(tree, np.ones(1, np.bool_), sel, np.zeros(1, np.int32)):
@@ -278,6 +278,37 @@ def test_searches_in_lockstep_match_searches_alone(mode):
 
 
 # ---------------------------------------------------------------- Gumbel
+
+
+class SlightlyAgainst(StubNetwork):
+    """The stub's prior, and a won output a hair lower (0.02) on boards where the cell (x, y) is
+    filled: the values prefer, by less than a value head's noise, every move but the one there."""
+
+    def __init__(self, moves: np.ndarray, x: int, y: int):
+        super().__init__(moves)
+        self.x, self.y = x, y
+
+    def evaluate(self, cells, pills, previews):
+        prediction = super().evaluate(cells, pills, previews)
+        return prediction._replace(won=np.where(cells[:, self.x, self.y] > 0, -0.01, 0.01).astype(np.float32))
+
+
+def test_min_spread_lets_the_prior_lead_when_values_barely_differ():
+    """PUCT rescales Q to [0, 1] by the spread of the values seen. With the spread floored at 1e-8 a
+    value difference of 0.005 fills [0, 1] and draws visits to moves the prior barely considers;
+    floored at min_spread = 0.2 it stays small beside the prior's term, and they get a visit or two."""
+    position = Position.of(dm.Game(1234, 8))
+    favourite = next(iter(dm.legal_moves(dm.Board(position.cells), position.pill)))
+    prior = np.full((4, 8, 16), 0.01, np.float32)
+    prior[favourite] = 0.2  # 0.39 of the legal moves' mass; each other move 0.02
+    network = SlightlyAgainst(prior, favourite.x, favourite.y)
+    most_elsewhere = {}
+    for floor in (1e-8, 0.2):
+        [result] = puct_search([position], [5], network, simulations=60, dirichlet_fraction=0.0, min_spread=floor)
+        others = np.delete(result.visits, result.moves.index(favourite))
+        most_elsewhere[floor] = others.max()
+        assert result.best == favourite
+    assert most_elsewhere[1e-8] >= 10 > 2 >= most_elsewhere[0.2]
 
 
 def test_sequential_halving_schedule():

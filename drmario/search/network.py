@@ -11,7 +11,10 @@ legal moves, renormalised) and backed up with the expected utility of its value 
   default: 47/50 wins at level 20 with 32 simulations against 42/50 for the alternative), or by
   those of the node and its children (``"siblings"``, mctx's ``qtransform_by_parent_and_siblings``;
   an unvisited child counts as the minimum), which magnifies small differences among siblings but
-  also the value head's noise. Dirichlet noise on the root priors. Target: the root's visit fractions.
+  also the value head's noise. The spread is floored at ``min_spread``: in an end game where no
+  leaf is near a win or a top-out the values differ only by the value head's noise, and rescaling
+  that noise to [0, 1] would let it outweigh the prior. Dirichlet noise on the root priors. Target:
+  the root's visit fractions.
 - **Gumbel** (Danihelka et al., ICLR 2022; mctx's ``gumbel_muzero_policy``): at the root, sequential
   halving over the top m moves by Gumbel noise + log prior, scored by g + log prior + sigma(q); below
   it, the deterministic choice argmax(pi' - N / (1 + sum N)). sigma(q) = (c_visit + max N) * c_scale
@@ -75,6 +78,15 @@ class PuctSettings(Settings):
         "Q rescaled to [0, 1] by the min and max of the node and its children, or of the whole tree "
         "(tree: 47 against 42 wins of 50 at level 20, measured when it became the default)",
     )
+    min_spread: float = setting(
+        NORMALISE_EPSILON,
+        "the smallest spread of values rescaled to [0, 1]: when the values differ by less (an end game "
+        "where no leaf is near a win or a top-out), Q's differences are scaled down and the prior leads "
+        "(0.05, net-mcts-100, 50 tuning games at level 20: 47 against 46 wins, 1 against 2 at the pill cap, "
+        "not significant; bench/results/search100-spread-tuning)",
+        gt=0,
+        le=1,
+    )
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,7 @@ class Selection(NamedTuple):
     c_visit: float
     c_scale: float
     siblings: bool  # PUCT: normalise values among siblings (else over the whole tree)
+    min_spread: float  # PUCT: the smallest spread of values rescaled to [0, 1]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -106,7 +119,7 @@ class Selection(NamedTuple):
 
 
 @njit(cache=True)
-def _puct_edge(t, g, d, c_puct, siblings):
+def _puct_edge(t, g, d, c_puct, siblings, min_spread):
     start, n = t.d_edge_start[d], t.d_edge_count[d]
     if siblings:
         lo = hi = node_value(t, d)
@@ -117,8 +130,8 @@ def _puct_edge(t, g, d, c_puct, siblings):
         unvisited = 0.0
     else:  # the tree's range of values; an unvisited move counts as its parent
         lo, hi = t.qmin[g], t.qmax[g]
-        unvisited = (node_value(t, d) - lo) / max(hi - lo, NORMALISE_EPSILON)
-    spread = max(hi - lo, NORMALISE_EPSILON)
+        unvisited = (node_value(t, d) - lo) / max(hi - lo, min_spread)
+    spread = max(hi - lo, min_spread)
     sqrt_n = np.sqrt(max(t.d_visits[d], 1))
     best, choice = -np.inf, start
     for e in range(start, start + n):
@@ -228,7 +241,7 @@ def descend(t, active, sel, halving):
                 pending += 1
                 break
             if sel.rule == PUCT:
-                e = _puct_edge(t, g, d, sel.c_puct, sel.siblings)
+                e = _puct_edge(t, g, d, sel.c_puct, sel.siblings, sel.min_spread)
             elif depth == 0:
                 e = _gumbel_root_edge(t, d, halving[g], sel.c_visit, sel.c_scale)
             else:
@@ -328,11 +341,12 @@ def puct_steps(
     dirichlet_alpha: float = 0.3,
     dirichlet_fraction: float = 0.25,
     normalise: str = "tree",
+    min_spread: float = NORMALISE_EPSILON,
 ) -> Steps:
     """PUCT (module docstring) of each position, as `core.Steps`; seeds make each search
     reproducible on its own (its noise and its chance outcomes)."""
     tree = _plant(positions, seeds, simulations, utility, pill_probs)
-    sel = Selection(PUCT, c_puct, 0.0, 0.0, normalise == "siblings")
+    sel = Selection(PUCT, c_puct, 0.0, 0.0, normalise == "siblings", min_spread)
     tree = yield from _step(tree, sel)  # the roots
     priors = []
     for g, seed in enumerate(seeds):
@@ -392,7 +406,7 @@ def gumbel_steps(
     """The Gumbel search (module docstring) of each position, as `core.Steps`; seeds make each
     search reproducible on its own (its Gumbel noise and its chance outcomes)."""
     tree = _plant(positions, seeds, simulations, utility, pill_probs)
-    sel = Selection(GUMBEL, 0.0, c_visit, c_scale, True)
+    sel = Selection(GUMBEL, 0.0, c_visit, c_scale, True, NORMALISE_EPSILON)
     tree = yield from _step(tree, sel)  # the roots
     rows = np.zeros(len(positions), np.int64)
     for g, seed in enumerate(seeds):

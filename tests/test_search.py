@@ -277,7 +277,7 @@ def test_searches_in_lockstep_match_searches_alone(mode):
         assert np.array_equal(alone.value, shared.value, equal_nan=True)
 
 
-# ---------------------------------------------------------------- Gumbel
+# ---------------------------------------------------------------- PUCT's value scale
 
 
 class SlightlyAgainst(StubNetwork):
@@ -309,6 +309,9 @@ def test_min_spread_lets_the_prior_lead_when_values_barely_differ():
         most_elsewhere[floor] = others.max()
         assert result.best == favourite
     assert most_elsewhere[1e-8] >= 10 > 2 >= most_elsewhere[0.2]
+
+
+# ---------------------------------------------------------------- Gumbel
 
 
 def test_sequential_halving_schedule():

@@ -127,11 +127,10 @@ def _puct_edge(t, g, d, c_puct, siblings, min_spread):
             if t.e_visits[e] > 0:
                 q = chance_value(t, t.e_chance[e])
                 lo, hi = min(lo, q), max(hi, q)
-        unvisited = 0.0
     else:  # the tree's range of values; an unvisited move counts as its parent
         lo, hi = t.qmin[g], t.qmax[g]
-        unvisited = (node_value(t, d) - lo) / max(hi - lo, min_spread)
     spread = max(hi - lo, min_spread)
+    unvisited = 0.0 if siblings else (node_value(t, d) - lo) / spread
     sqrt_n = np.sqrt(max(t.d_visits[d], 1))
     best, choice = -np.inf, start
     for e in range(start, start + n):

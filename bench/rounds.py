@@ -7,7 +7,7 @@ seeds and pills for every agent). Writes, per agent and level, games, wins, win 
 Wilson 95% interval and pills per virus with a bootstrap 95% interval to
 bench/results/rounds-MACHINE.csv (and RUN_DIR/rounds.csv, which `export` puts in the network's
 card), the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the paired tests (McNemar's
-exact test on wins; pills per virus on the games both won, paired bootstrap) of the last round's
+exact test on wins; pills per virus on the games both won, paired bootstrap) of every later round's
 network against round 0's and of the best network with search against the expert, with the run's
 settings. ``--name NAME`` writes NAME-MACHINE.* instead (an experiment's run beside the shipped
 one's).
@@ -52,8 +52,8 @@ def main() -> None:
 
     policies = [name for name in records if name.startswith("policy r")]
     tests = {}
-    if len(policies) > 1:
-        tests[f"{policies[-1]} vs {policies[0]}"] = compare(records[policies[-1]], records[policies[0]]).to_dict()
+    for later in policies[1:]:  # every round against round 0, paired on the same games
+        tests[f"{later} vs {policies[0]}"] = compare(records[later], records[policies[0]]).to_dict()
     if best:
         name = next(n for n in records if n.endswith(" best"))  # the best network with search
         tests[f"{name} vs expert"] = compare(records[name], records["expert"]).to_dict()

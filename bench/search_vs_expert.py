@@ -23,7 +23,6 @@ search100-tuning` to try a utility setting on tuning games.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,8 +38,8 @@ from drmario.play.gate import compare
 from drmario.play.lockstep import GameSpec
 from drmario.run.agents import make_agents
 from drmario.run.rounds import ppv_interval
-from drmario.search.network import PuctSettings
 from drmario.search.utility import Utility
+from drmario.settings import load_yaml
 
 
 def tuning_games(level: int, n: int, seed: int) -> list[GameSpec]:
@@ -51,20 +50,23 @@ def tuning_games(level: int, n: int, seed: int) -> list[GameSpec]:
 
 
 def variant(base: SearchAgent, text: str) -> SearchAgent:
-    """NAME=FIELD:VALUE[,FIELD:VALUE...]: base's search with those `Utility` or `PuctSettings`
-    fields changed (e.g. ``k4=pills_per_virus:4``, ``s05=min_spread:0.05``)."""
+    """NAME=FIELD:VALUE[,FIELD:VALUE...]: base's search with those fields of its `Utility` or of the
+    settings its mode reads (`PuctSettings` or `GumbelSettings`) changed, each value read as YAML (e.g.
+    ``k4=pills_per_virus:4``, ``s05=min_spread:0.05``, ``m8=m:8`` for a Gumbel search)."""
     name, _, fields = text.partition("=")
-    sections: dict[str, dict] = {"utility": {}, "puct": {}}
+    mode = base.config.mode  # "puct" or "gumbel": the section of settings this search reads
+    overrides = {}
     for item in fields.split(","):
         key, _, value = item.partition(":")
-        section = "puct" if key in PuctSettings.__dataclass_fields__ else "utility"
-        sections[section][key] = float(value) if key not in ("kind", "normalise") else value
-    config = dataclasses.replace(
-        base.config,
-        utility=dataclasses.replace(base.config.utility, **sections["utility"]),
-        puct=dataclasses.replace(base.config.puct, **sections["puct"]),
-    )
-    return SearchAgent(config, base.evaluator, name=f"{base.name} {name}")
+        if key in Utility.__dataclass_fields__:
+            overrides[f"utility.{key}"] = load_yaml(value)
+        elif key in type(getattr(base.config, mode)).__dataclass_fields__:
+            overrides[f"{mode}.{key}"] = load_yaml(value)
+        else:
+            raise ValueError(
+                f"--variant {text!r}: {key!r} is neither a Utility setting nor a {mode} setting of {base.name}"
+            )
+    return SearchAgent(base.config.with_overrides(overrides), base.evaluator, name=f"{base.name} {name}")
 
 
 def describe(records: Sequence[GameRecord]) -> dict:
@@ -177,7 +179,7 @@ def main() -> None:
         "network": args.network,
         "agents": list(records),
         "variants": {
-            a.name: {**a.config.utility.to_dict(), **a.config.puct.to_dict()}
+            a.name: {"utility": a.config.utility.to_dict(), a.config.mode: getattr(a.config, a.config.mode).to_dict()}
             for a in agents
             if isinstance(a, SearchAgent)
         },

@@ -26,7 +26,15 @@ from drmario.search import (
     search,
 )
 from drmario.search.core import pill_distribution
-from drmario.search.network import PUCT, Selection, considered_visits, descend, expand_and_backup, pending_leaves
+from drmario.search.network import (
+    NORMALISE_EPSILON,
+    PUCT,
+    Selection,
+    considered_visits,
+    descend,
+    expand_and_backup,
+    pending_leaves,
+)
 from drmario.search.playouts import rollouts
 from drmario.search.round0 import evaluate_root, simulate
 from drmario.search.tree import chance_value, plant, reserve
@@ -171,7 +179,7 @@ def test_network_search_with_rollouts_runs_batched():
 def grown_puct_tree(position: Position, evaluator, simulations: int, probs=None, seed: int = 3):
     probs = pill_distribution(probs)
     tree = plant([position], [seed], Utility().params, probs, (64, 4096, 64))
-    sel = Selection(PUCT, 4.0, 0.0, 0.0, True, 1e-8)
+    sel = Selection(PUCT, 4.0, 0.0, 0.0, True, NORMALISE_EPSILON)
     for _ in range(simulations + 1):
         tree = reserve(tree, 1, K.MAX_MOVES, 1)
         if descend(tree, np.ones(1, np.bool_), sel, np.zeros(1, np.int32)):

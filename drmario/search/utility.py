@@ -44,9 +44,9 @@ class Utility(Settings):
     kind: Literal["outcome", "discounted"] = setting(
         "outcome",
         "outcome: any win beats any top-out, then fewer pills; discounted: a win is gamma ** pills, else 0 "
-        "(net-mcts-100 at level 20 on tuning games: 28 against 27 wins of 30, bench/results/search100-tuning; with "
-        "the DAgger network, 50 against 49 of 50 and 2.28 against 2.50 pills per virus on won games, "
-        "search100-utility-tuning)",
+        "(discounted against outcome, net-mcts-100 at level 20 on tuning games: 27 against 28 wins of 30, "
+        "bench/results/search100-tuning; with the DAgger network, 49 against 50 of 50 and 2.50 against 2.28 "
+        "pills per virus on won games, search100-utility-tuning)",
     )
     pills_per_virus: float = setting(
         2.0,

@@ -80,8 +80,9 @@ def one_winner_position() -> tuple[Position, dm.Move]:
 # ---------------------------------------------------------------- utility
 
 
-OUTCOME = Utility().params
+OUTCOME = Utility(kind="outcome").params
 DISCOUNTED = Utility(kind="discounted", gamma=0.9).params
+CENTRED = Utility(kind="centred").params
 counts = st.integers(0, 84)
 pills = st.integers(1, 2000)
 
@@ -102,6 +103,31 @@ def test_among_wins_fewer_pills_is_better(c, p1, p2):
     for up in (OUTCOME, DISCOUNTED):
         a, b = utility(up, c, min(p1, p2), K.WON, c), utility(up, c, max(p1, p2), K.WON, c)
         assert a > b if p1 != p2 else a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts, pills, pills, counts, pills, st.sampled_from([K.TOPPED_OUT, K.STALEMATE]), st.floats(-1, 3000))
+def test_centred_wins_beat_failures_and_fewer_pills_is_better_whatever_the_centre(c, p1, p2, c2, p3, failure, centre):
+    root = max(c, c2)
+    a, b = utility(CENTRED, c, min(p1, p2), K.WON, root, centre), utility(CENTRED, c, max(p1, p2), K.WON, root, centre)
+    assert a > b if p1 != p2 else a == b
+    assert WIN_FLOOR < b <= a < 1
+    assert b > utility(CENTRED, c2, p3, failure, root, centre) == utility(OUTCOME, c2, p3, failure, root)
+
+
+def test_centred_pill_is_worth_most_where_the_roots_pills_lie():
+    """At level 20 (V = 84, about 150 pills to the end) a pill saved is worth under 0.001 in the outcome
+    utility, less than a 1% difference in two moves' predicted P(win); centred on the root's 150 (the
+    width w = 4 sqrt(84), 37 pills) it is worth five times more, and four widths away little. Without a
+    known centre (no network) the centre is k * V."""
+    v, p = 84, 150
+    outcome_gain = utility(OUTCOME, v, p - 1, K.WON, v) - utility(OUTCOME, v, p, K.WON, v)
+    centred_gain = utility(CENTRED, v, p - 1, K.WON, v, 150.0) - utility(CENTRED, v, p, K.WON, v, 150.0)
+    assert outcome_gain < 0.001 and centred_gain > 5 * outcome_gain
+    assert utility(CENTRED, v, p, K.WON, v, 150.0) == pytest.approx((WIN_FLOOR + 1) / 2)
+    assert utility(CENTRED, v, 2 * v, K.WON, v) == pytest.approx((WIN_FLOOR + 1) / 2)
+    far = utility(CENTRED, v, p + 147, K.WON, v, 150.0) - utility(CENTRED, v, p + 148, K.WON, v, 150.0)
+    assert far < centred_gain / 10
 
 
 @settings(max_examples=200, deadline=None)
@@ -125,7 +151,7 @@ def test_a_pill_per_virus_is_worth_the_same_at_every_level(v1, v2, ppv, saved):
 
 
 def test_the_network_form_is_the_expectation_and_the_shape_is_documented():
-    for up in (OUTCOME, DISCOUNTED):
+    for up in (OUTCOME, DISCOUNTED, CENTRED):
         assert expected_utility(up, 2.0, 7.0, 1.0, 4) == pytest.approx(utility(up, 2, 7, K.WON, 4))
         assert expected_utility(up, 2.0, 7.0, 0.0, 4) == pytest.approx(utility(up, 2, 7, K.TOPPED_OUT, 4))
         half = expected_utility(up, 2.0, 7.0, 0.5, 4)
@@ -176,15 +202,41 @@ def test_network_search_with_rollouts_runs_batched():
 # ---------------------------------------------------------------- chance nodes draw the preview
 
 
-def grown_puct_tree(position: Position, evaluator, simulations: int, probs=None, seed: int = 3):
+def grown_puct_tree(position: Position, evaluator, simulations: int, probs=None, seed: int = 3, utility=None):
     probs = pill_distribution(probs)
-    tree = plant([position], [seed], Utility().params, probs, (64, 4096, 64))
+    tree = plant([position], [seed], (utility or Utility()).params, probs, (64, 4096, 64))
     sel = Selection(PUCT, 4.0, 0.0, 0.0, True, NORMALISE_EPSILON)
     for _ in range(simulations + 1):
         tree = reserve(tree, 1, K.MAX_MOVES, 1)
         if descend(tree, np.ones(1, np.bool_), sel, np.zeros(1, np.int32)):
             expand_and_backup(tree, *evaluator.evaluate(*pending_leaves(tree)))
     return tree
+
+
+class ExpectsAWin(StubNetwork):
+    """Predicts a win `rest` pills from every position."""
+
+    def __init__(self, rest: float):
+        super().__init__()
+        self.rest = rest
+
+    def evaluate(self, cells, pills, previews):
+        prediction = super().evaluate(cells, pills, previews)
+        n = len(cells)
+        return prediction._replace(won=np.ones(n, np.float32), duration=np.full(n, self.rest, np.float32))
+
+
+def test_the_centred_utility_centres_on_the_roots_predicted_pills():
+    """The root's prediction (150 pills to go) is the centre: the root is worth the middle of a win's
+    range, and a child, one pill placed and 150 predicted, a little less."""
+    position = Position.of(dm.Game(1234, 20))
+    tree = grown_puct_tree(position, ExpectsAWin(150.0), 4, utility=Utility(kind="centred"))
+    root = tree.root[0]
+    assert tree.root_pills[0] == 150.0
+    assert tree.d_value[root] == pytest.approx((WIN_FLOOR + 1) / 2)
+    children = tree.d_value[root + 1 : tree.used[0]]
+    assert len(children) == 4 and np.allclose(children, utility(CENTRED, 0, 151, K.WON, 84, 150.0))
+    assert (children < tree.d_value[root]).all()
 
 
 def test_each_decision_knows_its_pill_and_preview():
@@ -365,19 +417,34 @@ GOLDEN = DATA / "search_golden.json"
 def golden_tables() -> dict:
     position = Position.of(dm.Game(1234, 8))
     out = {}
+    outcome = Utility(kind="outcome")  # the tables pinned before the centred utility became the default
     for name, cfg, evaluator in [
-        ("round0", SearchConfig(mode="round0", simulations=60, round0=Round0Settings(root_rollouts=1)), None),
+        (
+            "round0",
+            SearchConfig(mode="round0", simulations=60, round0=Round0Settings(root_rollouts=1), utility=outcome),
+            None,
+        ),
         (
             "round0_greedy",
             SearchConfig(
                 mode="round0",
                 simulations=60,
                 round0=Round0Settings(root_rollouts=1, rollout_policy="greedy", horizon=15),
+                utility=outcome,
             ),
             None,
         ),
-        ("puct_uniform", SearchConfig(mode="puct", simulations=40, puct=PuctSettings()), StubNetwork()),
-        ("gumbel_uniform", SearchConfig(mode="gumbel", simulations=32, gumbel=GumbelSettings(m=8)), StubNetwork()),
+        (
+            "puct_uniform",
+            SearchConfig(mode="puct", simulations=40, puct=PuctSettings(), utility=outcome),
+            StubNetwork(),
+        ),
+        (
+            "gumbel_uniform",
+            SearchConfig(mode="gumbel", simulations=32, gumbel=GumbelSettings(m=8), utility=outcome),
+            StubNetwork(),
+        ),
+        ("puct_centred", SearchConfig(mode="puct", simulations=40), ExpectsAWin(30.0)),
         ("expert", SearchConfig(mode="expert"), None),
     ]:
         result = search(position, cfg, evaluator, seed=42)

@@ -263,7 +263,8 @@ def expand_and_backup(t, won, cleared, duration, moves_prob):
 
     The leaf gets its legal moves with priors from moves_prob (masked and renormalised; a
     same-colour placement gets planes r and r + 2) and the value `expected_utility` of the
-    predictions (pills placed along the path plus the predicted rest), which is backed up.
+    predictions (pills placed along the path plus the predicted rest), which is backed up. The
+    root's predicted pills become the centre of the centred utility.
     """
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     k = 0
@@ -285,7 +286,10 @@ def expand_and_backup(t, won, cleared, duration, moves_prob):
                 t.e_prior[e] = t.e_prior[e] / total if total > 0 else 1.0 / n
         p_win = min(max((won[k] + 1.0) / 2.0, 0.0), 1.0)
         pills = t.d_pills[d] + max(duration[k], 0.0)
-        value = expected_utility(t.uparams, t.d_cleared[d] + max(cleared[k], 0.0), pills, p_win, t.root_left[g])
+        if d == t.root[g]:  # the centred utility's centre: the pills the root is expected to need
+            t.root_pills[g] = pills
+        cleared_total = t.d_cleared[d] + max(cleared[k], 0.0)
+        value = expected_utility(t.uparams, cleared_total, pills, p_win, t.root_left[g], t.root_pills[g])
         t.d_value[d] = value
         backup(t, g, value)
         t.leaf[g] = -1

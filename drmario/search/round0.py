@@ -81,7 +81,8 @@ def _rollout_from(t, g, k, d, e, c, i, how, state, scratch):
     board = scratch.board
     board[:] = t.c_cells[c]
     outcome, cleared, pills = rollout(board, t.c_pill[c], i, t.c_left[c], t.c_stall[c], how, state, scratch)
-    backup(t, g, utility(t.uparams, t.c_cleared[c] + cleared, t.c_pills[c] + pills, outcome, t.root_left[g]))
+    value = utility(t.uparams, t.c_cleared[c] + cleared, t.c_pills[c] + pills, outcome, t.root_left[g], t.root_pills[g])
+    backup(t, g, value)
 
 
 @njit(cache=True)

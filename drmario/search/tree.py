@@ -35,12 +35,13 @@ class Tree(NamedTuple):
     """The search trees of G games. D, E, C: capacities of the decision, edge and chance pools."""
 
     # settings, the same for every game
-    uparams: np.ndarray  # float64[3] the utility (`Utility.params`)
+    uparams: np.ndarray  # float64[4] the utility (`Utility.params`)
     probs: np.ndarray  # float64[9] the next pill's probabilities
     stall_limit: int  # 0: no stall rule
     # per game [G]
     root: np.ndarray  # int32[G] root decision node (-1: game not searched)
     root_left: np.ndarray  # int16[G] viruses at the root (V of the utility)
+    root_pills: np.ndarray  # float32[G] pills the root is expected to need (the centred utility's; < 0: unknown)
     rng: np.ndarray  # uint64[G] generator states
     leaf: np.ndarray  # int32[G] decision node waiting for an evaluation (-1: none)
     path: np.ndarray  # int32[G, MAX_DEPTH + 1, 4] (decision node, edge, chance node, outcome)
@@ -99,6 +100,7 @@ def new_tree(
         stall_limit=int(stall_limit or 0),
         root=np.full(g, -1, np.int32),
         root_left=np.zeros(g, np.int16),
+        root_pills=np.full(g, -1.0, np.float32),
         rng=np.arange(1, g + 1, dtype=np.uint64),
         leaf=np.full(g, -1, np.int32),
         path=np.zeros((g, MAX_DEPTH + 1, 4), np.int32),
@@ -235,7 +237,9 @@ def new_chance(t, g, d, e):
         outcome = RUNNING
     t.c_outcome[c] = outcome
     finished = outcome != RUNNING
-    t.c_value[c] = utility(t.uparams, t.c_cleared[c], t.c_pills[c], outcome, t.root_left[g]) if finished else 0.0
+    t.c_value[c] = (
+        utility(t.uparams, t.c_cleared[c], t.c_pills[c], outcome, t.root_left[g], t.root_pills[g]) if finished else 0.0
+    )
     t.c_child[c, :] = -1
     t.c_visits[c, :] = 0
     t.c_wsum[c, :] = 0.0
@@ -350,6 +354,7 @@ def set_roots(t, active, cells, pills, previews, stalls, seeds):
         left = K.count_viruses(cells[g])
         t.root[g] = new_decision(t, cells[g], pills[g], previews[g], 0, 0, stalls[g], left)
         t.root_left[g] = left
+        t.root_pills[g] = -1.0  # until an evaluator predicts it
         t.qmin[g], t.qmax[g] = 1.0, 0.0  # empty range until values arrive
         s = np.uint64(seeds[g]) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
         t.rng[g] = s if s != 0 else np.uint64(1)

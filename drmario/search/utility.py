@@ -15,10 +15,23 @@ head, while the same efficiency gain at level 5 was worth four times as much; wi
 efficiency gain (pills per virus saved) is worth the same at every level, and k = 2, about the
 expert's pills per virus, puts a typical win at s = 1/2 where s changes fastest per pill per virus.
 
+The option **centred** (KataGo's dynamic score utility, Wu 2019) keeps the failure form and
+values a win by how its pills compare with the pills the root is expected to need (the centre c: the
+network's prediction at the root; k * V without a network):
+
+- a win:        WIN_FLOOR + (1 - WIN_FLOOR) * (1/2 - atan((p - c) / w) / pi),   w = width * sqrt(V)
+
+Why: with P = k * V a pill at level 20 is still worth only about 0.0006 (the slope of s is at most
+1 / (4 P)), less than a 1% difference in the predicted P(win) of two moves, which is the value
+head's noise; so the search kept the prior's moves and saved no pills. Centred on what the root
+expects, the utility is steepest where the candidate moves' pills actually lie; w grows like the
+spread of a game's remaining pills (a sum of roughly independent costs per virus, so like sqrt(V)).
+
 The option **discounted** (the value idea of seed note 002) is gamma ** p for a win and 0
 otherwise. With a network the utility is its expectation under the predicted P(win) = (won + 1) / 2,
 with the pills actually placed along the path plus the leaf's predicted rest (`expected_utility`).
-The settings travel to compiled code as one float64 array (`Utility.params`).
+The settings travel to compiled code as one float64 array (`Utility.params`); the centre travels
+per game (a negative centre means none is known: k * V).
 """
 
 from __future__ import annotations
@@ -34,19 +47,21 @@ from drmario.settings import Settings, setting
 
 WIN_FLOOR = 0.6  # a win is worth at least this
 TOPOUT_CEILING = 0.5  # a game that is not won is worth at most this
-OUTCOME, DISCOUNTED = 0, 1  # utility kinds
+OUTCOME, DISCOUNTED, CENTRED = 0, 1, 2  # utility kinds
+_KINDS = {"outcome": OUTCOME, "discounted": DISCOUNTED, "centred": CENTRED}
 
 
 @dataclass(frozen=True)
 class Utility(Settings):
     """How a search values a finished game (module docstring)."""
 
-    kind: Literal["outcome", "discounted"] = setting(
-        "outcome",
-        "outcome: any win beats any top-out, then fewer pills; discounted: a win is gamma ** pills, else 0 "
-        "(discounted against outcome, net-mcts-100 at level 20 on tuning games: 27 against 28 wins of 30, "
-        "bench/results/search100-tuning; with the DAgger network, 49 against 50 of 50 and 2.50 against 2.28 "
-        "pills per virus on won games, search100-utility-tuning)",
+    kind: Literal["outcome", "discounted", "centred"] = setting(
+        "centred",
+        "centred: any win beats any top-out, then fewer pills than the root expects (KataGo's dynamic score "
+        "utility); outcome: the same with the fixed pill scale k * V; discounted: a win is gamma ** pills, else 0. "
+        "Shipped network, 100 simulations, 50 tuning games at level 20: centred (width 4) 50 wins and 0.25 fewer "
+        "pills per virus than outcome's 50 (bench/results/search100-centred-tuning); discounted 49 and 0.21 more "
+        "(search100-utility-tuning)",
     )
     pills_per_virus: float = setting(
         2.0,
@@ -55,11 +70,18 @@ class Utility(Settings):
         gt=0,
     )
     gamma: float = setting(0.98, "discounted: a win p pills away is worth gamma ** p", gt=0, le=1)
+    width: float = setting(
+        4.0,
+        "centred: the win's pill term is 1/2 - atan((p - centre) / w) / pi with w = width * sqrt(V) pills "
+        "(50 tuning games at level 20: width 4 won 50 with 2.03 pills per virus; 8 won 48, 1.5 won 47 and 0.5 "
+        "won 48, the others at the 2,000-pill cap; search100-centred-tuning, search100-centred8-tuning)",
+        gt=0,
+    )
 
     @property
     def params(self) -> np.ndarray:
-        """float64[3] (kind, pills_per_virus, gamma) for the compiled functions."""
-        return np.array([OUTCOME if self.kind == "outcome" else DISCOUNTED, self.pills_per_virus, self.gamma])
+        """float64[4] (kind, pills_per_virus, gamma, width) for the compiled functions."""
+        return np.array([_KINDS[self.kind], self.pills_per_virus, self.gamma, self.width])
 
 
 @njit(cache=True, inline="always")
@@ -69,10 +91,15 @@ def _survival(up, pills, root_left):
 
 
 @njit(cache=True, inline="always")
-def win_value(up, pills, root_left):
-    """The utility of a win after `pills` pills from a root with root_left viruses."""
+def win_value(up, pills, root_left, centre=-1.0):
+    """The utility of a win after `pills` pills from a root with root_left viruses (centre: the
+    pills the root is expected to need, negative if unknown; only `centred` reads it)."""
     if up[0] == DISCOUNTED:
         return up[2] ** pills
+    if up[0] == CENTRED:
+        v = max(root_left, 1)
+        c = centre if centre >= 0 else up[1] * v
+        return WIN_FLOOR + (1.0 - WIN_FLOOR) * (0.5 - np.arctan((pills - c) / (up[3] * np.sqrt(v))) / np.pi)
     return WIN_FLOOR + (1.0 - WIN_FLOOR) * (1.0 - _survival(up, pills, root_left))
 
 
@@ -85,15 +112,16 @@ def failure_value(up, cleared, pills, root_left):
 
 
 @njit(cache=True, inline="always")
-def utility(up, cleared, pills, outcome, root_left):
+def utility(up, cleared, pills, outcome, root_left, centre=-1.0):
     """Value of a finished (or horizon-cut) game: cleared viruses and pills counted from the root."""
     if outcome == WON:
-        return win_value(up, pills, root_left)
+        return win_value(up, pills, root_left, centre)
     return failure_value(up, cleared, pills, root_left)
 
 
 @njit(cache=True, inline="always")
-def expected_utility(up, cleared, pills, p_win, root_left):
+def expected_utility(up, cleared, pills, p_win, root_left, centre=-1.0):
     """The utility with the game's end uncertain: p_win the probability it ends in a win (the
     network's won output mapped from [-1, 1] to [0, 1]); cleared and pills its predicted totals."""
-    return p_win * win_value(up, pills, root_left) + (1.0 - p_win) * failure_value(up, cleared, pills, root_left)
+    win = win_value(up, pills, root_left, centre)
+    return p_win * win + (1.0 - p_win) * failure_value(up, cleared, pills, root_left)

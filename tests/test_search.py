@@ -417,7 +417,7 @@ GOLDEN = DATA / "search_golden.json"
 def golden_tables() -> dict:
     position = Position.of(dm.Game(1234, 8))
     out = {}
-    outcome = Utility(kind="outcome")  # the tables pinned before the centred utility became the default
+    outcome = Utility(kind="outcome")  # the tables pinned before the centred utility existed
     for name, cfg, evaluator in [
         (
             "round0",
@@ -444,7 +444,7 @@ def golden_tables() -> dict:
             SearchConfig(mode="gumbel", simulations=32, gumbel=GumbelSettings(m=8), utility=outcome),
             StubNetwork(),
         ),
-        ("puct_centred", SearchConfig(mode="puct", simulations=40), ExpectsAWin(30.0)),
+        ("puct_centred", SearchConfig(mode="puct", simulations=40, utility=Utility(kind="centred")), ExpectsAWin(30.0)),
         ("expert", SearchConfig(mode="expert"), None),
     ]:
         result = search(position, cfg, evaluator, seed=42)

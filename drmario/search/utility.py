@@ -105,8 +105,8 @@ def win_value(up, pills, root_left, centre=-1.0):
         return up[2] ** pills
     if up[0] == CENTRED:
         v = max(root_left, 1)
-        c = centre if centre >= 0 else up[1] * v
-        return WIN_FLOOR + (1.0 - WIN_FLOOR) * (0.5 - np.arctan((pills - c) / (up[3] * np.sqrt(v))) / np.pi)
+        expected = centre if centre >= 0 else up[1] * v
+        return WIN_FLOOR + (1.0 - WIN_FLOOR) * (0.5 - np.arctan((pills - expected) / (up[3] * np.sqrt(v))) / np.pi)
     return WIN_FLOOR + (1.0 - WIN_FLOOR) * (1.0 - _survival(up, pills, root_left))
 
 

@@ -29,8 +29,10 @@ import numpy as np
 import pandas as pd
 from common import RESULTS, machine_info, machine_slug, report
 
+from drmario.engine import kernels as K
 from drmario.engine.game import GameRecord
 from drmario.engine.level import TRAINING_SEEDS, is_evaluation_seed, virus_count
+from drmario.engine.rules import MOVES_SHAPE
 from drmario.files import write_atomic
 from drmario.play.agents import Agent, SearchAgent
 from drmario.play.arena import EvalConfig, arena, wilson
@@ -38,6 +40,8 @@ from drmario.play.gate import compare
 from drmario.play.lockstep import GameSpec
 from drmario.run.agents import make_agents
 from drmario.run.rounds import ppv_interval
+from drmario.search.core import Evaluator, Prediction
+from drmario.search.expert import expert_scores, load_weights
 from drmario.search.utility import Utility
 from drmario.settings import load_yaml
 
@@ -67,6 +71,29 @@ def variant(base: SearchAgent, text: str) -> SearchAgent:
                 f"--variant {text!r}: {key!r} is neither a Utility setting nor a {mode} setting of {base.name}"
             )
     return SearchAgent(base.config.with_overrides(overrides), base.evaluator, name=f"{base.name} {name}")
+
+
+class ExpertMoves:
+    """A diagnostic evaluator: the network's values with the expert's moves as the prior, softmax of
+    its depth-2 scores / temperature. If the search with it beats the expert on pills, the values are
+    good enough and the network's moves are what holds the search back; if not, the values are."""
+
+    def __init__(self, network: Evaluator, temperature: float) -> None:
+        self.network, self.temperature, self.weights = network, temperature, load_weights()
+
+    def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
+        pred = self.network.evaluate(cells, pills, previews)
+        moves = np.empty((K.MAX_MOVES, 3), np.int8)
+        scores = np.empty(K.MAX_MOVES)
+        prior = np.zeros((len(cells), *MOVES_SHAPE), np.float32)
+        for i in range(len(cells)):  # a bench diagnostic: one compiled call per leaf is fast enough
+            a, b, pa, pb = (int(v) for v in (*pills[i], *previews[i]))
+            n = expert_scores(cells[i], a, b, pa, pb, self.weights, moves, scores)
+            if n:
+                w = np.exp((scores[:n] - scores[:n].max()) / self.temperature)
+                rows = moves[:n].astype(np.intp)
+                prior[i, rows[:, 0], rows[:, 1], rows[:, 2]] = w / w.sum()
+        return pred._replace(moves=prior)
 
 
 def describe(records: Sequence[GameRecord]) -> dict:
@@ -112,6 +139,17 @@ def main() -> None:
     parser.add_argument(
         "--variant", action="append", default=[], help="NAME=FIELD:VALUE,...: a utility or PUCT setting"
     )
+    parser.add_argument(
+        "--expert-prior",
+        type=float,
+        action="append",
+        default=[],
+        help="T: also the search with the expert's moves (softmax of its scores / T) as prior, the network's values",
+    )
+    parser.add_argument(
+        "--short-horizon", default=None, help="FILE: also the search valuing pills with short_targets.py's head"
+    )
+    parser.add_argument("--short-rate", type=float, default=2.0, help="its pills per virus left after the horizon")
     parser.add_argument("--no-default", action="store_true", help="play only the variants, not the default search")
     parser.add_argument("--level", type=int, default=20)
     parser.add_argument("--games", type=int, default=100)
@@ -139,6 +177,15 @@ def main() -> None:
     if not args.no_default:
         agents.append(base)
     agents += [variant(base, v) for v in args.variant]
+    agents += [
+        SearchAgent(base.config, ExpertMoves(base.evaluator, t), name=f"{base.name} expert-prior T{t:g}")
+        for t in args.expert_prior
+    ]
+    if args.short_horizon:
+        from short_targets import ShortHorizon  # (it imports this module)
+
+        short = ShortHorizon(args.short_horizon, args.short_rate)
+        agents.append(SearchAgent(base.config, short, name=f"{base.name} short-horizon r{args.short_rate:g}"))
     _, records = arena(agents, games, cfg)
 
     figures: dict = {name: describe(r) for name, r in records.items()}

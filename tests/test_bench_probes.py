@@ -1,0 +1,44 @@
+"""The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
+the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
+against the expert's scores."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from drmario.engine.level import is_evaluation_seed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import short_targets  # noqa: E402
+import value_ranking  # noqa: E402
+
+
+def test_the_short_horizon_target_counts_the_next_decisions_of_the_same_game_only():
+    data = {"game": np.array([0, 0, 0, 0, 0, 1, 1]), "cleared": np.array([1, 0, 2, 0, 1, 0, 3])}
+    to_end, short = short_targets.targets(data, horizon=2)
+    np.testing.assert_array_equal(to_end, [5, 4, 3, 2, 1, 2, 1])
+    np.testing.assert_array_equal(short, [1, 2, 2, 1, 1, 3, 3])
+
+
+def test_choosers_are_scored_by_the_expert_regret_of_the_move_they_pick():
+    rows = [
+        {"expert": np.array([10.0, 5.0, -200.0]), "value": np.array([0.1, 0.9, 0.5])},  # picks 5: regret 5
+        {"expert": np.array([0.0, 50.0, 50.0]), "value": np.array([0.0, 0.2, 0.7])},  # a tied best: regret 0
+        {"expert": np.array([300.0, 0.0]), "value": np.array([0.0, 1.0])},  # a blunder: regret 300
+    ]
+    out = value_ranking.summarise(rows, np.random.default_rng(0))
+    assert out["value"]["agreement"] == round(1 / 3, 4)
+    assert out["value"]["regret median"] == 5.0
+    assert out["value"]["blunders (regret of a virus or more)"] == round(1 / 3, 4)
+    assert out["value"]["rank of the expert's best, mean"] == round((3 + 2 + 2) / 3, 2)
+    assert out["decisions"] == 3
+
+
+def test_the_ranking_games_are_distinct_training_seeds():
+    games = value_ranking.ranking_games([12, 20], 5, seed=5)
+    assert [level for _, level in games] == [12] * 5 + [20] * 5
+    assert len({seed for seed, _ in games}) == 10
+    assert not any(is_evaluation_seed(seed) for seed, _ in games)

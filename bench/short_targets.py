@@ -76,9 +76,11 @@ def trunk(net: DrMarioNet, cells: np.ndarray, pills: np.ndarray, previews: np.nd
 
 
 class ShortHorizon:
-    """An evaluator for the search: the network's won, cleared and moves, and for pills to the end
-    horizon + (viruses left - the head's cleared in horizon) * rate, a low-noise estimate built from
-    the short-horizon head (`main` trains and saves it)."""
+    """An evaluator for the search: the network's won, cleared and moves, and for pills to the end a
+    low-noise estimate from the short-horizon head (`main` trains and saves it): with s the viruses
+    it expects cleared within the horizon H and v those left, H + (v - s) * rate where v > s, else
+    H * v / s. (The first measurements, `search100-short-horizon-tuning` and `search100-short-horizon`,
+    used H + max(v - s, 0) * rate, which values every leaf that is expected to finish within H alike.)"""
 
     def __init__(self, heads_file: str, rate: float) -> None:
         saved = torch.load(heads_file, weights_only=True)
@@ -94,7 +96,10 @@ class ShortHorizon:
         with torch.no_grad():
             soon = self.head(trunk(self.net, np.ascontiguousarray(cells), pills, previews)).numpy()
         left = ((cells != K.EMPTY) & (cells >> 2 == K.VIRUS)).sum(axis=(1, 2))
-        rest = self.horizon + np.maximum(left - np.maximum(soon, 0), 0) * self.rate
+        soon = np.maximum(soon, 1e-3)
+        # the viruses left after the horizon at `rate` pills each; a leaf expected to clear them all
+        # within it at the rate it expects (so that finishing sooner is still worth something)
+        rest = np.where(left > soon, self.horizon + (left - soon) * self.rate, self.horizon * left / soon)
         return pred._replace(duration=rest.astype(np.float32))
 
 
@@ -119,7 +124,8 @@ def expert_games(specs: list[tuple[int, int, int]], epsilon: float, cap: int) ->
 
 
 def targets(data: dict[str, np.ndarray], horizon: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per decision: pills to the end (included) and viruses cleared by the next `horizon` decisions."""
+    """Per decision: pills to the end (included) and viruses cleared by the next `horizon` decisions
+    (a game cut off at the pill cap counts as ending there)."""
     to_end, short = np.empty(len(data["game"])), np.empty(len(data["game"]))
     for g in np.unique(data["game"]):
         idx = np.nonzero(data["game"] == g)[0]

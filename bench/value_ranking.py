@@ -21,7 +21,7 @@ score of the move it picks:
   so low that a mean would be meaningless);
 - for the value, the rank of the expert's best move among the value's (1 = first), mean.
 
-Run: `python bench/value_ranking.py --network small --games 10 --levels 12,20`.
+Run: `python bench/value_ranking.py --network small --games 20 --levels 12,20`.
 Writes bench/results/NAME-MACHINE.json.
 """
 
@@ -85,7 +85,7 @@ def decision_rows(
         if after.over:  # a win or a top-out: its utility is known
             values[i] = utility(up, cleared, 1.0, K.WON if after.viruses_left == 0 else K.TOPPED_OUT, root_left)
             values6[i] = values[i]
-            won_only[i] = pills_only[i] = values[i] * 1e3  # a win first, a top-out last
+            won_only[i] = pills_only[i] = 1e6 if after.viruses_left == 0 else -1e6  # a win first, a top-out last
             continue
         for out, p in ((values, pred), (values6, pred6)):  # a leaf: the pill placed and the viruses it
             # cleared, plus the network's prediction of the rest
@@ -101,6 +101,8 @@ def decision_rows(
             (decision,) = agent.choose([Position.of(game)], [game.pills_used])
             r, x, y = decision.move
             rows[name] = np.array([(m[0] % half, m[1], m[2]) == (r % half, x, y) for m in moves[:n].tolist()], float)
+            if not rows[name].any():
+                raise RuntimeError(f"{name}'s move {decision.move} is not among the expert's legal moves")
     return rows
 
 
@@ -141,7 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--network", default="small", help="a checkpoint or a shipped network's name")
     parser.add_argument("--levels", default="12,20")
-    parser.add_argument("--games", type=int, default=10, help="expert games per level")
+    parser.add_argument("--games", type=int, default=20, help="expert games per level")
     parser.add_argument("--seed", type=int, default=5, help="draws the training seeds the games are on")
     parser.add_argument("--search", default="net-mcts-100", help="also the search's choice ('' for none)")
     parser.add_argument("--name", default="value-ranking")

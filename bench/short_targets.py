@@ -36,19 +36,17 @@ import torch.nn.functional as F
 from common import report
 from search_vs_expert import tuning_games
 from torch import nn
-from value_ranking import ranking_games, summarise
+from value_ranking import candidates, expert_decisions, ranking_games, summarise
 
 from drmario.engine import kernels as K
 from drmario.engine.game import Game
 from drmario.engine.level import SELFPLAY_SEEDS
-from drmario.engine.rules import Move
 from drmario.learn.checkpoint import load_net
 from drmario.learn.encode import planes_torch
 from drmario.learn.net import ConvBN, DrMarioNet, NetConfig
-from drmario.learn.player import Player
-from drmario.run.agents import resolve_checkpoint
+from drmario.run.agents import make_agents, resolve_checkpoint
 from drmario.search.core import Position, Prediction
-from drmario.search.expert import expert_scores, expert_search, load_weights
+from drmario.search.expert import expert_search, load_weights
 
 RUNS = Path(__file__).resolve().parent.parent / "runs" / "bench-short"
 
@@ -71,8 +69,9 @@ class Head(nn.Module):
 @torch.no_grad()
 def trunk(net: DrMarioNet, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> torch.Tensor:
     """The network's trunk features float[N, filters, 8, 16] of positions."""
+    cells, pills, previews = (np.require(a, np.uint8, ["C", "W"]) for a in (cells, pills, previews))
     x = planes_torch(torch.from_numpy(cells), torch.from_numpy(pills), torch.from_numpy(previews), net.cfg.planes)
-    return net.blocks(F.leaky_relu(net.stem(x), net.cfg.leak))
+    return net.trunk(x)
 
 
 class ShortHorizon:
@@ -85,22 +84,21 @@ class ShortHorizon:
     def __init__(self, heads_file: str, rate: float) -> None:
         saved = torch.load(heads_file, weights_only=True)
         self.net = load_net(resolve_checkpoint(saved["network"])).eval()
-        self.player = Player(self.net)
         self.head = Head(self.net.cfg)
         self.head.load_state_dict(saved["short"])
         self.head.eval()
         self.horizon, self.rate = float(saved["horizon"]), rate
 
     def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
-        pred = self.player.evaluate(cells, pills, previews)
-        with torch.no_grad():
-            soon = self.head(trunk(self.net, np.ascontiguousarray(cells), pills, previews)).numpy()
+        with torch.no_grad():  # one pass through the trunk for the network's heads and this one
+            x = trunk(self.net, cells, pills, previews)
+            out, soon = self.net.heads(x), self.head(x).numpy()
         left = ((cells != K.EMPTY) & (cells >> 2 == K.VIRUS)).sum(axis=(1, 2))
         soon = np.maximum(soon, 1e-3)
         # the viruses left after the horizon at `rate` pills each; a leaf expected to clear them all
         # within it at the rate it expects (so that finishing sooner is still worth something)
         rest = np.where(left > soon, self.horizon + (left - soon) * self.rate, self.horizon * left / soon)
-        return pred._replace(duration=rest.astype(np.float32))
+        return Prediction(out.won.numpy(), out.cleared.numpy(), rest.astype(np.float32), out.moves.numpy())
 
 
 def expert_games(specs: list[tuple[int, int, int]], epsilon: float, cap: int) -> dict[str, np.ndarray]:
@@ -208,40 +206,24 @@ def main() -> None:
     figures["heads"] = str(out)
 
     weights = load_weights()
-    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
+    (expert,) = make_agents(["expert"])
     rng = np.random.default_rng(args.seed)
     for level in rank_levels:
         rows = []
-        for seed, _ in (g for g in ranking_games(rank_levels, args.rank_games, 5) if g[1] == level):
-            game = Game(seed, level, stall_limit=None)
-            while not game.over and game.pills_used < 1000:
-                a, b, pa, pb = (int(c) for c in (*game.pill, *game.next_pill))
-                n = expert_scores(game.board.cells, a, b, pa, pb, weights, moves, scores)
-                afters = []
-                for m in moves[:n].tolist():
-                    after = game.copy()
-                    after.play(Move(*m))
-                    afters.append(after)
-                leaf = trunk(
-                    net,
-                    np.stack([g.board.cells for g in afters]),
-                    np.array([tuple(g.pill) for g in afters], np.uint8),
-                    np.array([tuple(g.next_pill) for g in afters], np.uint8),
-                )
-                with torch.no_grad():
-                    rest = {name: head(leaf).numpy() * unit for name, (head, _, unit) in heads.items()}
-                    v = F.leaky_relu(net.pool(leaf), cfg.leak).flatten(2)
-                    own = net.value_fc(torch.cat([v.mean(dim=2), v.amax(dim=2)], dim=1))  # won, cleared, pills
-                    own_pills = F.softplus(own[:, 2], beta=1, threshold=5).numpy()
-                moved = np.array([game.viruses_left - g.viruses_left for g in afters], float)
-                end = np.array([0.0 if not g.over else (1e6 if g.viruses_left == 0 else -1e6) for g in afters])
-                row = {"expert": scores[:n].copy(), "pills, network": end - own_pills}
-                row["pills to the end"] = end - rest["pills to the end"]
-                row[f"cleared in {args.horizon}"] = end + moved + rest[f"cleared in {args.horizon}"]
-                row["cleared by the move"] = end + moved + rng.random(n) * 1e-3  # ties broken at random
-                rows.append(row)
-                (result,) = expert_search([Position.of(game)], [game.pills_used])
-                game.play(result.best)
+        level_games = [g for g in ranking_games(rank_levels, args.rank_games, 5) if g[1] == level]
+        for game in expert_decisions(level_games, expert):
+            scores, _, afters, leaves = candidates(game, weights)
+            leaf = trunk(net, *leaves)
+            with torch.no_grad():
+                rest = {name: head(leaf).numpy() * unit for name, (head, _, unit) in heads.items()}
+                own_pills = net.heads(leaf).duration.numpy()
+            moved = np.array([game.viruses_left - g.viruses_left for g in afters], float)
+            end = np.array([0.0 if not g.over else (1e6 if g.viruses_left == 0 else -1e6) for g in afters])
+            row = {"expert": scores, "pills, network": end - own_pills}
+            row["pills to the end"] = end - rest["pills to the end"]
+            row[f"cleared in {args.horizon}"] = end + moved + rest[f"cleared in {args.horizon}"]
+            row["cleared by the move"] = end + moved + rng.random(len(afters)) * 1e-3  # ties broken at random
+            rows.append(row)
         figures[f"ranking, level {level}"] = summarise(rows, rng)
     figures["seconds: data, all"] = [round(data_s, 1), round(time.perf_counter() - start, 1)]
     report(args.name, vars(args), figures)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 
 import numpy as np
 from common import report
@@ -58,16 +59,13 @@ class ColourAveraged:
         return type(preds[0])(*(np.mean([getattr(p, f) for p in preds], axis=0) for f in preds[0]._fields))
 
 
-def decision_rows(
-    game: Game, evaluator, averaged: ColourAveraged, search: Agent | None, weights: np.ndarray, up: np.ndarray
-) -> dict[str, np.ndarray]:
-    """One decision: every legal move's expert score, its value as a search leaf, and whether it is
-    the move output's choice."""
+def candidates(game: Game, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[Game], tuple]:
+    """Every legal move at game's decision: the expert's scores float[n], the moves int8[n, 3], the
+    games after each, and their positions as a search leaf sees them (cells, pills, previews)."""
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     scores = np.empty(K.MAX_MOVES)
     a, b, pa, pb = (int(c) for c in (*game.pill, *game.next_pill))
     n = expert_scores(game.board.cells, a, b, pa, pb, weights, moves, scores)
-    root_left = game.viruses_left
     afters = []
     for m in moves[:n].tolist():
         after = game.copy()
@@ -78,8 +76,29 @@ def decision_rows(
         np.array([tuple(g.pill) for g in afters], np.uint8),
         np.array([tuple(g.next_pill) for g in afters], np.uint8),
     )
+    return scores[:n].copy(), moves[:n].copy(), afters, leaves
+
+
+def expert_decisions(games: list[tuple[int, int]], expert: Agent) -> Iterator[Game]:
+    """The game at each of the expert's decisions in the games (seed, level), NES rules, at most
+    1,000 pills; each is played on once the caller has looked at it."""
+    for seed, level in games:
+        game = Game(seed, level, stall_limit=None)
+        while not game.over and game.pills_used < 1000:
+            yield game
+            (decision,) = expert.choose([Position.of(game)], [game.pills_used])
+            game.play(decision.move)
+
+
+def decision_rows(
+    game: Game, evaluator, averaged: ColourAveraged, search: Agent | None, weights: np.ndarray, up: np.ndarray
+) -> dict[str, np.ndarray]:
+    """One decision: every legal move's expert score, its value as a search leaf, and whether it is
+    the move output's choice."""
+    scores, moves, afters, leaves = candidates(game, weights)
+    root_left = game.viruses_left
     pred, pred6 = evaluator.evaluate(*leaves), averaged.evaluate(*leaves)
-    values, values6, won_only, pills_only = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    values, values6, won_only, pills_only = (np.empty(len(afters)) for _ in range(4))
     for i, after in enumerate(afters):
         cleared = root_left - after.viruses_left
         if after.over:  # a win or a top-out: its utility is known
@@ -92,15 +111,15 @@ def decision_rows(
             p_win = min(max((float(p.won[i]) + 1.0) / 2.0, 0.0), 1.0)
             rest_cleared, rest_pills = max(float(p.cleared[i]), 0.0), max(float(p.duration[i]), 0.0)
             out[i] = expected_utility(up, cleared + rest_cleared, 1.0 + rest_pills, p_win, root_left)
-        won_only[i] = min(max((float(pred.won[i]) + 1.0) / 2.0, 0.0), 1.0)
+        won_only[i] = float(pred.won[i])
         pills_only[i] = -max(float(pred.duration[i]), 0.0)
-    rows = {"expert": scores[:n].copy(), "value": values, "value x6": values6, "won": won_only, "pills": pills_only}
-    half = 2 if a == b else 4  # a same-colour pill's rotations 2 and 3 are 0 and 1
+    rows = {"expert": scores, "value": values, "value x6": values6, "won": won_only, "pills": pills_only}
+    half = 2 if game.pill.same_colour else 4  # a same-colour pill's rotations 2 and 3 are 0 and 1
     for name, agent in (("policy", PolicyAgent(evaluator)), ("search", search)):
         if agent is not None:  # its choice, as a one-hot row over the moves
             (decision,) = agent.choose([Position.of(game)], [game.pills_used])
             r, x, y = decision.move
-            rows[name] = np.array([(m[0] % half, m[1], m[2]) == (r % half, x, y) for m in moves[:n].tolist()], float)
+            rows[name] = np.array([(m[0] % half, m[1], m[2]) == (r % half, x, y) for m in moves.tolist()], float)
             if not rows[name].any():
                 raise RuntimeError(f"{name}'s move {decision.move} is not among the expert's legal moves")
     return rows
@@ -162,13 +181,10 @@ def main() -> None:
     levels = [int(v) for v in args.levels.split(",")]
     games = ranking_games(levels, args.games, args.seed)
     for level in levels:
-        rows = []
-        for seed, _ in (g for g in games if g[1] == level):
-            game = Game(seed, level, stall_limit=None)
-            while not game.over and game.pills_used < 1000:
-                rows.append(decision_rows(game, evaluator, averaged, search[0] if search else None, weights, up))
-                (decision,) = expert.choose([Position.of(game)], [game.pills_used])
-                game.play(decision.move)
+        rows = [
+            decision_rows(game, evaluator, averaged, search[0] if search else None, weights, up)
+            for game in expert_decisions([g for g in games if g[1] == level], expert)
+        ]
         figures[f"level {level} ({virus_count(level)} viruses)"] = summarise(rows, rng)
     figures["seconds"] = round(time.perf_counter() - start, 1)
     report(args.name, vars(args), figures)

@@ -165,7 +165,14 @@ class DrMarioNet(nn.Module):
             )
 
     def forward(self, planes: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
-        x = self.blocks(F.leaky_relu(self.stem(planes), self.cfg.leak))  # [B, f, 8, 16]
+        return self.heads(self.trunk(planes), legal)
+
+    def trunk(self, planes: torch.Tensor) -> torch.Tensor:
+        """The shared features float[B, filters, 8, 16] that every head reads."""
+        return self.blocks(F.leaky_relu(self.stem(planes), self.cfg.leak))
+
+    def heads(self, x: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
+        """The outputs from the trunk's features x."""
         if self.cfg.head == "conv":
             logits = self.policy_conv(x).flatten(1)  # [B, 4 * 8 * 16]: plane r, cell (x, y)
             v = F.leaky_relu(self.pool(x), self.cfg.leak).flatten(2)  # [B, p, 128]

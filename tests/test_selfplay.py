@@ -155,3 +155,49 @@ def test_expert_labels_on_another_players_games(tmp_path):
     for ex, result in zip(examples, expert_search(positions, list(range(len(positions))))):
         assert ex.preview is not None
         assert set(map(tuple, np.argwhere(ex.moves))) == set(map(tuple, np.argwhere(result.target)))
+
+
+def test_rescue_agent_hands_only_stalled_positions_to_the_teacher():
+    from drmario.engine.board import Move, Pill
+    from drmario.play.agents import Decision, RescueAgent
+
+    class Fixed:  # answers every position with one move, and remembers the seeds it was asked
+        def __init__(self, name, move):
+            self.name, self.move, self.seen = name, move, []
+
+        def choose(self, positions, seeds):
+            self.seen += list(seeds)
+            return [Decision(self.move) for _ in positions]
+
+    learner, teacher = Fixed("net", Move(0, 0, 0)), Fixed("expert", Move(1, 1, 1))
+    cells = np.zeros((8, 16), np.uint8)
+    positions = [sp.Position(cells, Pill.from_string("qv"), stall=s) for s in (0, 5, 3, 4)]
+    moves = [d.move for d in RescueAgent(learner, teacher, after=4).choose(positions, [10, 11, 12, 13])]
+    assert moves == [learner.move, teacher.move, learner.move, teacher.move]
+    assert learner.seen == [10, 12] and teacher.seen == [11, 13]
+    with pytest.raises(ValueError, match="after"):
+        RescueAgent(learner, teacher, after=0)
+
+
+def test_rescued_stretches_are_the_experts_moves_and_targets(tmp_path):
+    """rescue_after = 2: wherever a game has gone 2 pills without a clear, the move and the example's
+    target are the expert's (sparse: its best moves), elsewhere round-0 MCTS's (every legal move > 0)."""
+    from drmario.search import expert_search
+
+    cfg = sp.SelfPlayConfig(**{**SETTINGS, "games": 2, "levels": [6], "stall_limit": None, "rescue_after": 2})
+    table = sp.generate(cfg, tmp_path, progress=False)
+    records = sp.read_records(tmp_path)
+    examples = [ex for path in sorted((tmp_path / "examples").glob("*.gz")) for ex in read_examples(path)[0]]
+    steps = [(game, move) for r in records for game, move, _ in r.steps()]
+    rescued = [i for i, (game, _) in enumerate(steps) if game.stall >= 2]
+    assert 0 < len(rescued) < len(steps)
+    assert table.loc["all", "rescued"] == len(rescued) == sum(r.meta["rescued"] for r in records)
+    positions = [sp.Position.of(steps[i][0]) for i in rescued]
+    for i, result in zip(rescued, expert_search(positions, list(range(len(positions))))):
+        target = examples[i].moves
+        assert set(map(tuple, np.argwhere(target))) == set(map(tuple, np.argwhere(result.target)))
+        assert target[steps[i][1]] == target.max()  # the move played is one of the expert's best
+    others = [i for i in range(len(steps)) if i not in set(rescued)]
+    assert all((examples[i].moves > 0).sum() > (examples[rescued[0]].moves > 0).sum() for i in others[:5])
+    with pytest.raises(ValueError, match="rescue_after = 40"):
+        sp.SelfPlayConfig(stall_limit=40, rescue_after=40)

@@ -145,3 +145,31 @@ class PolicyAgent:
                 r %= 2
             out.append(Decision(Move(int(r), int(x), int(y))))
         return out
+
+
+class RescueAgent:
+    """A learner whose stalled stretches its teacher plays: a position that has gone `after` pills
+    without clearing a virus (`Position.stall`) is the teacher's to move, until a virus is cleared
+    and the learner takes over again (roll-in learner, roll-out teacher, as in DAgger's relatives).
+
+    Why: the network's search can stall in end games it cannot finish (one virus left under pill
+    halves of other colours); there every move looks alike to its value, so self-play alone never
+    shows it the way out. With a rescue those games still end, and the teacher's moves out of the
+    stall and the game's real outcome enter the examples.
+    """
+
+    def __init__(self, learner: Agent, teacher: Agent, after: int) -> None:
+        if after < 1:
+            raise ValueError(f"after must be at least 1 pill, got {after}")
+        self.learner, self.teacher, self.after = learner, teacher, after
+        self.name = learner.name
+
+    def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
+        stalled = [p.stall >= self.after for p in positions]
+        out: list[Decision | None] = [None] * len(positions)
+        for agent, mine in ((self.learner, False), (self.teacher, True)):
+            idx = [i for i, s in enumerate(stalled) if s == mine]
+            if idx:
+                for i, d in zip(idx, agent.choose([positions[i] for i in idx], [seeds[i] for i in idx])):
+                    out[i] = d
+        return out  # type: ignore[return-value]  # (every slot filled above)

@@ -8,9 +8,12 @@ result is the same as an uninterrupted run. A run directory has one owner
 
 Each example's moves target is the search's (``labels: search``), or the expert's choice at the
 same position (``labels: expert``: DAgger, the network's own games labelled by its teacher); the
-value targets (won, cleared, duration) are always what followed in the game. A game's record keeps
-in its meta ``search_kl``, the mean KL(target || network policy) over its decisions: how far the
-search moved from the network (near 0: the search added nothing).
+value targets (won, cleared, duration) are always what followed in the game. With ``rescue_after``
+the expert plays a game's stalled stretches (`agents.RescueAgent`), so an end game the network
+cannot finish still ends, and the expert's way out is in the examples; a record counts those moves
+in its meta ``rescued``. A game's record keeps in its meta ``search_kl``, the mean KL(target ||
+network policy) over its decisions: how far the search moved from the network (near 0: the search
+added nothing).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from drmario.engine.level import MAX_LEVEL, SELFPLAY_SEEDS
 from drmario.files import lock_run_dir, remove_stray_temp, write_atomic
 from drmario.learn.example_files import write_examples
 from drmario.learn.examples import game_examples
-from drmario.play.agents import Decision, SearchAgent
+from drmario.play.agents import Agent, Decision, RescueAgent, SearchAgent
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.shards import done_games, read_records, records_path, seal, set_aside_damaged, shard_path
 from drmario.play.workers import run_pool, run_with_server
@@ -77,6 +80,12 @@ class SelfPlayConfig(Settings):
     labels: Literal["search", "expert"] = setting(
         "search", "each example's moves target: the search's, or the expert's at the same position (DAgger)"
     )
+    rescue_after: int | None = setting(
+        None,
+        "after this many pills that clear no virus the expert plays on until one is cleared, its moves the targets "
+        "(end games the network cannot finish still end and teach the way out); None: never",
+        ge=1,
+    )
 
     def check(self) -> list[str]:
         problems = []
@@ -86,6 +95,11 @@ class SelfPlayConfig(Settings):
             problems.append(f"network = None: search mode {self.search.mode!r} needs a network checkpoint")
         if self.inference == "server" and not self.search.needs_network:
             problems.append("inference = 'server': needs a search with a network")
+        if self.rescue_after is not None and self.stall_limit is not None and self.rescue_after >= self.stall_limit:
+            problems.append(
+                f"rescue_after = {self.rescue_after}: expected fewer pills than stall_limit ({self.stall_limit}), "
+                "or the stalemate ends the game first"
+            )
         return problems
 
     def game_specs(self) -> list[GameSpec]:
@@ -98,8 +112,9 @@ class SelfPlayConfig(Settings):
         return specs
 
 
-def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> SearchAgent:
-    """The self-play agent of cfg: its search, with evaluator or else cfg's network loaded here."""
+def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Agent:
+    """The self-play agent of cfg: its search, with evaluator or else cfg's network loaded here
+    (with `rescue_after`, the expert playing its stalled stretches)."""
     if evaluator is None and cfg.network:
         import torch  # only a search with a network needs it
 
@@ -116,9 +131,13 @@ def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Searc
             evaluator = BatchedInference(load_net(cfg.network), str(device))
         else:
             evaluator = load_player(cfg.network, device=device)
-    return SearchAgent(
+    agent = SearchAgent(
         cfg.search, evaluator, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves, epsilon=cfg.epsilon
     )
+    if cfg.rescue_after is None:
+        return agent
+    expert = SearchAgent(SearchConfig(mode="expert", expert=cfg.search.expert), name="expert")
+    return RescueAgent(agent, expert, cfg.rescue_after)
 
 
 def _targets(record: GameRecord, decisions: list[Decision], labels: str, seed: int) -> list[np.ndarray]:
@@ -141,7 +160,7 @@ def play_shard(
     run_dir: str,
     *,
     evaluator: Evaluator | None = None,
-    agent: SearchAgent | None = None,
+    agent: Agent | None = None,
     on_game: Callable[[], None] | None = None,
     meta: dict | None = None,
 ) -> dict:
@@ -157,6 +176,8 @@ def play_shard(
         kl = _mean_kl(decisions)
         if kl is not None:
             record.meta["search_kl"] = kl
+        if cfg.rescue_after is not None:
+            record.meta["rescued"] = sum(game.stall >= cfg.rescue_after for game, _, _ in record.steps())
         examples = []
         if record.outcome:
             targets = _targets(record, decisions, cfg.labels, cfg.seed * 1_000_003 + record.meta["index"])
@@ -231,8 +252,8 @@ def generate(
 
 def summary(run_dir: str | Path) -> pd.DataFrame:
     """Per level and overall: games, positions (examples), wins, top outs, stalemates,
-    unfinished games, viruses cleared, pills per virus, and the mean KL(target || network policy)
-    of the searches (NaN without a network)."""
+    unfinished games, viruses cleared, pills, the pills the expert played in rescues (if any), pills
+    per virus, and the mean KL(target || network policy) of the searches (NaN without a network)."""
     rows = []
     for r in read_records(run_dir):
         rows.append(
@@ -246,12 +267,15 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
                 "unfinished": r.outcome is None,
                 "viruses_cleared": r.viruses_cleared,
                 "pills": r.pills_used,
+                "rescued": r.meta.get("rescued", 0),
                 "search_kl": r.meta.get("search_kl", np.nan),
             }
         )
     if not rows:
         return pd.DataFrame()
     table = pd.DataFrame(rows)
+    if not table["rescued"].any():  # a run without rescues
+        table = table.drop(columns="rescued")
     df = table.drop(columns="search_kl").groupby("level").sum(numeric_only=True)
     df.loc["all"] = df.sum()
     df["pills_per_virus"] = df["pills"] / df["viruses_cleared"].where(df["viruses_cleared"] > 0)

@@ -254,3 +254,17 @@ def test_play_under_free_timing_prints_no_frames_and_a_bad_speed_is_a_clear_erro
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert f"invalid choice: '{bad[1]}'" in err and bad[0] in err
+
+
+def test_a_flag_takes_none_as_its_help_writes_it():
+    """The help writes an optional setting as int|None: both None and YAML's null mean None."""
+    import argparse
+
+    from drmario.play.selfplay import SelfPlayConfig
+
+    parser = argparse.ArgumentParser()
+    cli.add_settings(parser, SelfPlayConfig)
+    args = parser.parse_args(["--stall-limit", "None", "--rescue-after", "null", "--games", "3"])
+    cfg = cli.settings_from(SelfPlayConfig, args)
+    assert (cfg.stall_limit, cfg.rescue_after, cfg.games) == (None, None, 3)
+    assert cli.settings_from(SelfPlayConfig, parser.parse_args(["--rescue-after", "12"])).rescue_after == 12

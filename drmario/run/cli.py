@@ -28,6 +28,8 @@ SETTING = "setting:"  # argparse dest prefix of the derived flags
 
 
 def _yaml_value(text: str) -> Any:
+    if text == "None":  # the flags' help writes int|None: take Python's spelling of YAML's null too
+        return None
     return parse_assignment(f"v={text}")[1]
 
 

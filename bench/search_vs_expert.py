@@ -2,7 +2,8 @@
 search's pills go.
 
 Plays the expert, the network alone (``policy``) and the network with search (``net-mcts-N``, and
-optionally variants of its utility or PUCT settings, no retraining) on the same games at one level: by
+optionally variants of its utility or PUCT settings, no retraining, and with --against the same
+search and network-alone agents with other networks) on the same games at one level: by
 default the rounds bench's 100 evaluation games (`EvalConfig` with its seed 2024: NES rules, the
 2,000-pill cap counting as a failure); with ``--tuning`` as many games drawn from the training seeds
 (never evaluation seeds, `is_evaluation_seed`), for trying search settings. For each agent: wins
@@ -150,6 +151,14 @@ def main() -> None:
         "--short-horizon", default=None, help="FILE: also the search valuing pills with short_targets.py's head"
     )
     parser.add_argument("--short-rate", type=float, default=2.0, help="its pills per virus left after the horizon")
+    parser.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="LABEL=CHECKPOINT",
+        help="the same search, and the network alone if policy is in --others, with another network (paired with "
+        "the default network's)",
+    )
     parser.add_argument("--no-default", action="store_true", help="play only the variants, not the default search")
     parser.add_argument("--level", type=int, default=20)
     parser.add_argument("--games", type=int, default=100)
@@ -186,6 +195,12 @@ def main() -> None:
 
         short = ShortHorizon(args.short_horizon, args.short_rate)
         agents.append(SearchAgent(base.config, short, name=f"{base.name} short-horizon r{args.short_rate:g}"))
+    for text in args.against:
+        label, _, checkpoint = text.partition("=")
+        kinds = [args.search, *(["policy"] if "policy" in others else [])]
+        for agent in make_agents(kinds, network=checkpoint):
+            agent.name = f"{agent.name} {label}"
+            agents.append(agent)
     _, records = arena(agents, games, cfg)
 
     figures: dict = {name: describe(r) for name, r in records.items()}
@@ -196,6 +211,9 @@ def main() -> None:
             tests[f"{name} vs expert"] = compare(records[name], records["expert"]).to_dict()
         if name != base.name and base.name in records:
             tests[f"{name} vs {base.name}"] = compare(records[name], records[base.name]).to_dict()
+    for name in records:  # the other networks alone against the default network alone
+        if name.startswith("policy ") and "policy" in records:
+            tests[f"{name} vs policy"] = compare(records[name], records["policy"]).to_dict()
     figures["paired tests"] = tests
     for label, t in tests.items():
         print(

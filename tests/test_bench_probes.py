@@ -1,6 +1,6 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
-against the expert's scores."""
+against the expert's scores; and one_round.py's paired table of two networks' games."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 from drmario.engine.level import is_evaluation_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import one_round  # noqa: E402
 import short_targets  # noqa: E402
 import value_ranking  # noqa: E402
 
@@ -42,3 +43,23 @@ def test_the_ranking_games_are_distinct_training_seeds():
     assert [level for _, level in games] == [12] * 5 + [20] * 5
     assert len({seed for seed, _ in games}) == 10
     assert not any(is_evaluation_seed(seed) for seed, _ in games)
+
+
+def test_the_one_round_table_pairs_the_same_games_whatever_their_order():
+    import pandas as pd
+
+    rows = [  # agent, seed, outcome, pills, viruses cleared
+        ("new", 1, "won", 20, 10),
+        ("new", 2, "won", 30, 10),
+        ("new", 3, "pill_cap", 2000, 9),
+        ("new", 4, "won", 40, 10),
+        ("old", 4, "won", 30, 10),  # another order: the table pairs by seed
+        ("old", 3, "won", 25, 10),
+        ("old", 2, "won", 20, 10),
+        ("old", 1, "topped_out", 5, 2),
+    ]
+    frames = pd.DataFrame(rows, columns=["agent", "seed", "outcome", "pills", "viruses_cleared"])
+    t = one_round.paired(frames, "new", "old")
+    assert t["wins"] == "3-3 of 4" and t["pill caps"] == "1-0" and t["both won"] == 2  # seeds 2 and 4
+    assert t["pills per virus"] == [3.5, 2.5] and t["difference, 95%"][0] == 1.0
+    assert t["wins_p"] == 1.0  # one game each way

@@ -99,7 +99,9 @@ class GumbelSettings(Settings):
     c_scale: float = setting(0.1, "c_scale of sigma(q)", ge=0)
     noise: float = setting(
         1.0,
-        "scale of the Gumbel noise at the root: 1 samples the move (self-play), 0 plays the best (evaluation)",
+        "scale of the Gumbel noise at the root: 1 samples every move (self-play), 0 plays the best (evaluation; with "
+        "temperature_moves, self-play then samples only its opening). 8-simulation self-play from the shipped network "
+        "(levels 14-24): 398 of 600 games stalemated with 1, 174 with 0 (bench/one_round.py)",
         ge=0,
     )
 

@@ -83,7 +83,7 @@ def unpaired_halves(cells: np.ndarray) -> np.ndarray:
     if not isinstance(cells, np.ndarray) or cells.dtype.kind not in "iu" or cells.shape[-2:] != (K.WIDTH, K.HEIGHT):
         what = f"an array of {cells.dtype} {cells.shape}" if isinstance(cells, np.ndarray) else type(cells).__name__
         raise FormatError(f"board cells: expected an integer array [..., 8, 16] of cell codes, got {what}")
-    shape = np.where(cells == K.EMPTY, -1, cells >> 2).astype(np.int8)
+    shape = np.where(cells == K.EMPTY, np.int8(-1), (cells >> 2).astype(np.int8))  # -1: no uint8 (numpy 2.5)
     pad = np.full((*cells.shape[:-2], K.WIDTH + 2, K.HEIGHT + 2), -1, np.int8)
     pad[..., 1:-1, 1:-1] = shape
     bad = np.zeros(cells.shape, bool)

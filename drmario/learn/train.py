@@ -123,16 +123,16 @@ class TrainResult:
     stopped: str | None = None  # why training stopped early, or None
 
 
-def init_distributed() -> tuple[int, int]:
+def init_distributed(device: torch.device) -> tuple[int, int]:
     """(rank, world size). Under torchrun (WORLD_SIZE > 1) this joins the process group: NCCL on
-    GPUs (one per process, by LOCAL_RANK), gloo on CPUs."""
+    GPUs (one per process, by LOCAL_RANK), gloo when training on CPUs (also on a machine with a GPU)."""
     import torch.distributed as dist
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        if torch.cuda.is_available():
+        if device.type == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
 
 
@@ -275,14 +275,14 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.rank, self.world = init_distributed()
+        self.device = device = resolve_device(cfg.device)
+        self.rank, self.world = init_distributed(device)
         if cfg.batch_size % self.world:
             raise ValueError(f"batch_size {cfg.batch_size} must divide evenly over {self.world} processes")
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / "metrics.csv"
         self.metrics = MetricsCSV(self.metrics_path, COLUMNS, digits=7)
-        self.device = device = resolve_device(cfg.device)
         self.cuda = device.type == "cuda"
         if self.cuda:
             torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels

@@ -10,7 +10,8 @@ figures say nothing about the GPU targets.
 - inference: `BatchedInference` (fixed buckets, CUDA graphs, pinned memory, two batches in
   flight) from numpy positions to numpy outputs.
 - training: `Trainer` steps on synthetic compact examples on the device (expansion on the device,
-  bf16 autocast, channels_last); FLOPs per sample = 3x the forward.
+  bf16 autocast, channels_last), eager and with torch.compile (the GPU profile's setting); FLOPs
+  per sample = 3x the forward.
 - self-play: `play_lockstep` (two halves overlapping) over real games with PUCT search, and the
   same with `inference="server"`: all CPU cores as search processes feeding one inference process.
 """
@@ -22,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -58,11 +60,21 @@ def inference_rate(net: DrMarioNet, device: str, batch: int, seconds: float) -> 
     return {"positions_per_s": done / elapsed, "device_busy": engine.stats.row()["device_busy"]}
 
 
-def training_rate(cfg: NetConfig, device: str, batch: int, steps: int) -> dict:
+def training_rate(cfg: NetConfig, device: str, batch: int, steps: int, compile: bool = False) -> dict:
     tmp = tempfile.mkdtemp()
     try:
-        tc = TrainConfig(net=cfg, batch_size=batch, steps=steps + 5, log_every=steps + 5, eval_every=10**9)
-        tc.checkpoint_every, tc.progress, tc.device, tc.test_fraction = 10**9, False, device, 0.0
+        tc = TrainConfig(
+            net=cfg,
+            batch_size=batch,
+            steps=steps + 5,
+            log_every=steps + 5,
+            eval_every=10**9,
+            checkpoint_every=10**9,
+            progress=False,
+            device=device,
+            test_fraction=0.0,
+            compile=compile,
+        )
         trainer = Trainer(tc, tmp)
         trainer.set_data(synthetic_examples(max(4 * batch, 4096)))
         trainer.run(5)  # warm up
@@ -136,44 +148,59 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--simulations", type=int, default=32)
+    parser.add_argument("--parts", nargs="+", help="only the parts whose names start so (inference, training, ...)")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
+    if cuda:
+        torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     net_cfg = NetConfig() if cuda else NetConfig(filters=32, blocks=4)
     net = DrMarioNet(net_cfg)
-    figures: dict = {}
-    for key, value in inference_rate(net, device, 4096 if cuda else 256, args.seconds).items():
-        figures[f"inference_{key}"] = value
-    for key, value in training_rate(net_cfg, device, 1024 if cuda else 64, 50 if cuda else 10).items():
-        figures[f"training_{key}"] = value
     lockstep = (256, 1024, 4096) if cuda else (16, 64)
-    for games in lockstep:
-        for key, value in selfplay_rate(net, device, games, args.simulations, 4).items():
-            figures[f"selfplay_{games}games_{key}"] = value
     workers = max(1, (os.cpu_count() or 2) - 1) if cuda else 2
-    for key, value in server_rate(net, device, lockstep[-1] // workers or 8, args.simulations, workers).items():
-        figures[f"server_{workers}workers_{key}"] = value
-    report(
-        "gpu",
-        {
-            "device": device,
-            "net": net_cfg.to_dict(),
-            "dtype": "bfloat16" if cuda else "float32",
-            "simulations": args.simulations,
-            "lockstep": lockstep,
-            "note": "" if cuda else "CPU run with a small network: checks the code path, not the GPU targets",
-        },
-        figures,
-        targets={
-            "inference_positions_per_s": 60_000,
-            "training_fraction_of_bf16_peak": 0.4,
-            "selfplay_4096games_simulations_per_s": 20_000,
-            "selfplay_4096games_device_busy": 0.7,
-        }
-        if cuda
-        else None,
-    )
+    parts: list[tuple[str, Callable[[], dict]]] = [
+        ("inference", lambda: inference_rate(net, device, 4096 if cuda else 256, args.seconds)),
+        ("training", lambda: training_rate(net_cfg, device, 1024 if cuda else 64, 50 if cuda else 10)),
+        ("training_compiled", lambda: training_rate(net_cfg, device, 1024 if cuda else 64, 50 if cuda else 10, True)),
+    ]
+    for games in lockstep:  # 2 decisions per game at the widest: the rate, not the game, is measured
+        decisions = 2 if games >= 4096 else 4
+        run = lambda g=games, d=decisions: selfplay_rate(net, device, g, args.simulations, d)  # noqa: E731
+        parts.append((f"selfplay_{games}games", run))
+    server_games = lockstep[-1] // workers or 8
+    serve = lambda: server_rate(net, device, server_games, args.simulations, workers)  # noqa: E731
+    parts.append((f"server_{workers}workers", serve))
+    settings = {
+        "device": device,
+        "net": net_cfg.to_dict(),
+        "dtype": "bfloat16" if cuda else "float32",
+        "simulations": args.simulations,
+        "lockstep": lockstep,
+        "note": "" if cuda else "CPU run with a small network: checks the code path, not the GPU targets",
+    }
+    targets = {
+        "inference_positions_per_s": 60_000,
+        "training_fraction_of_bf16_peak": 0.4,
+        "selfplay_4096games_simulations_per_s": 20_000,
+        "selfplay_4096games_device_busy": 0.7,
+    }
+    if args.parts:
+        parts = [(name, part) for name, part in parts if name.startswith(tuple(args.parts))]
+    figures: dict = {}
+    errors: dict[str, str] = {}
+    for name, part in parts:  # each part on its own: one failing (or the run cut short) keeps the rest
+        start = time.perf_counter()
+        try:
+            for key, value in part().items():
+                figures[f"{name}_{key}"] = value
+        except Exception as e:  # noqa: BLE001 -- recorded in the result file and printed, not hidden
+            errors[name] = f"{type(e).__name__}: {e}"
+            print(f"{name} failed: {errors[name]}", flush=True)
+        print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
+        report("gpu", {**settings, "errors": errors}, figures, targets=targets if cuda else None)
+    if errors:
+        raise SystemExit(f"parts failed: {', '.join(errors)}")
 
 
 if __name__ == "__main__":

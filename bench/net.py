@@ -13,6 +13,7 @@ step counts 3x the forward.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import numpy as np
@@ -107,7 +108,7 @@ def bench_size(
     player = Player.from_module(model, device, compile=compile)
     if cuda:
         model = model.to(memory_format=torch.channels_last)
-    train_cfg.net = cfg
+    train_cfg = dataclasses.replace(train_cfg, net=cfg)
     net = torch.compile(model) if compile else model
     opt = make_optimizer(model, train_cfg)
     dev = data.to_device(device)

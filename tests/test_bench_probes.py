@@ -1,6 +1,7 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
-against the expert's scores; and one_round.py's paired table of two networks' games."""
+against the expert's scores; one_round.py's paired table of two networks' games; and the GPU
+benchmarks' training paths, small on the CPU."""
 
 from __future__ import annotations
 
@@ -63,3 +64,20 @@ def test_the_one_round_table_pairs_the_same_games_whatever_their_order():
     assert t["wins"] == "3-3 of 4" and t["pill caps"] == "1-0" and t["both won"] == 2  # seeds 2 and 4
     assert t["pills per virus"] == [3.5, 2.5] and t["difference, 95%"][0] == 1.0
     assert t["wins_p"] == 1.0  # one game each way
+
+
+def test_the_gpu_benchmarks_run_their_training_on_the_cpu():
+    """bench/gpu.py and bench/net.py run on a GPU machine only now and then: their training paths
+    (which once broke when TrainConfig became frozen) are run here small, on the CPU."""
+    import gpu
+    import net
+    import torch
+
+    from drmario.learn.net import NetConfig
+    from drmario.learn.train import TrainConfig
+
+    rate = gpu.training_rate(NetConfig(filters=8, blocks=1), "cpu", batch=16, steps=2)
+    assert rate["samples_per_s"] > 0 and rate["tflops"] > 0
+    cfg = TrainConfig(device="cpu", optimizer="sgd", progress=False)
+    figures = net.bench_size("small", [8], net.synthetic_examples(8), torch.device("cpu"), cfg, False, 0.01, None)
+    assert figures["small_train_b8_samples_per_s"] > 0 and figures["small_infer_b8_positions_per_s"] > 0

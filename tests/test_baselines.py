@@ -264,6 +264,7 @@ def small_dqn(**kw) -> DQNConfig:
         checkpoint_every=160,
         progress=False,
         seed=3,
+        device="cpu",  # bit-exact resumption is a CPU promise (cuDNN's fastest kernels are not deterministic)
     )
     return DQNConfig(**(base | kw))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import random
@@ -20,6 +21,13 @@ import drmario as dm
 from drmario import viz
 from drmario.engine.rules import symmetrize
 from drmario.viz.plots import METRIC_COLUMNS
+
+# The widget tests need the notebooks extra (ipywidgets, IPython); without it the panels degrade to
+# static views, which test_widgets_degrade_without_ipywidgets covers.
+needs_widgets = pytest.mark.skipif(
+    importlib.util.find_spec("ipywidgets") is None or importlib.util.find_spec("IPython") is None,
+    reason="needs ipywidgets and IPython (pip install drmario-kit[notebooks])",
+)
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +191,7 @@ def test_replay_strip(record):
         viz.replay_strip(record, steps=[len(record.moves) + 1])
 
 
+@needs_widgets
 def test_replay_widget_steps_the_board(record):
     n = len(record.moves)
     games = [g for g, _, _ in record.steps()]
@@ -270,6 +279,7 @@ def test_plot_curves(tmp_path):
         viz.plot_curves(df, smoothing=1.0)
 
 
+@needs_widgets
 def test_curve_explorer_redraws(tmp_path):
     runs = [write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", scale=2.0)]
     panel = viz.curve_explorer(runs)
@@ -409,6 +419,7 @@ def stalemate() -> dm.GameRecord:
     return game.record()
 
 
+@needs_widgets
 def test_stalemates_read_as_stalemates(stalemate):
     from drmario.learn.examples import game_examples
 
@@ -444,6 +455,7 @@ def test_stalemates_read_as_stalemates(stalemate):
 # Exported notebooks keep a static copy of every widget UI
 
 
+@needs_widgets
 def test_panels_carry_a_static_snapshot(record, tmp_path):
     panel = viz.replay_widget(record)
     widget, copy = panel.outputs()  # two outputs: an export draws only the widget view of a bundle
@@ -457,6 +469,7 @@ def test_panels_carry_a_static_snapshot(record, tmp_path):
     assert '<img src="data:image/png;base64,' in explorer.outputs()[1]["text/html"]
 
 
+@needs_widgets
 def test_a_displayed_panel_makes_the_widget_then_its_static_copy(record):
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.display import display
@@ -513,6 +526,7 @@ def test_play_session_headless():
     assert len(viz.replay_strip(agent).svgs) == 6 and session.agent_target() is None  # greedy has no target
 
 
+@needs_widgets
 def test_play_widget_plays_both_games():
     from drmario.play.agents import SearchAgent
     from drmario.search import SearchConfig

@@ -1,12 +1,13 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
-against the expert's scores; one_round.py's paired table of two networks' games; and the GPU
-benchmarks' training paths, small on the CPU."""
+against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
+n-step targets; and the GPU benchmarks' training paths, small on the CPU."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from drmario.engine.level import is_evaluation_seed
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import one_round  # noqa: E402
 import short_targets  # noqa: E402
+import td_targets  # noqa: E402
 import value_ranking  # noqa: E402
 
 
@@ -81,3 +83,14 @@ def test_the_gpu_benchmarks_run_their_training_on_the_cpu():
     cfg = TrainConfig(device="cpu", optimizer="sgd", progress=False)
     figures = net.bench_size("small", [8], net.synthetic_examples(8), torch.device("cpu"), cfg, False, 0.01, None)
     assert figures["small_train_b8_samples_per_s"] > 0 and figures["small_infer_b8_positions_per_s"] > 0
+
+
+def test_n_step_targets_bootstrap_from_the_same_game_n_decisions_on():
+    game = np.array([0, 0, 0, 0, 1, 1, 1])
+    duration = np.array([4, 3, 2, 1, 3, 2, 1])
+    np.testing.assert_array_equal(td_targets.later_index(game, duration, 2), [2, 3, -1, -1, 6, -1, -1])
+    examples = SimpleNamespace(game=game, duration=duration, cleared=np.array([3, 2, 2, 0, 2, 1, 0]))
+    cleared, pills, has = td_targets.n_step_targets(examples, np.full(7, 10.0), np.full(7, 100.0), 2)
+    np.testing.assert_array_equal(has, [1, 1, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(pills, [102, 102, 2, 1, 102, 2, 1])  # Monte-Carlo where the game ends first
+    np.testing.assert_array_equal(cleared, [3 - 2 + 10, 2 - 0 + 10, 2, 0, 2 - 0 + 10, 1, 0])

@@ -239,6 +239,30 @@ def test_the_centred_utility_centres_on_the_roots_predicted_pills():
     assert (children < tree.d_value[root]).all()
 
 
+class FallsHalfAPill(ExpectsAWin):
+    """Predicts a win 150 pills from the root and 149.5 from every later position: the prediction
+    falls by half a pill for the one pill placed."""
+
+    def evaluate(self, cells, pills, previews):
+        prediction = super().evaluate(cells, pills, previews)
+        self.rest = 149.5
+        return prediction
+
+
+@pytest.mark.parametrize("rest_scale, child_pills", [(1.0, 150.5), (2.0, 150.0)])
+def test_rest_scale_measures_a_leafs_rest_from_the_roots_prediction(rest_scale, child_pills):
+    """A child one pill down predicting 149.5 to go is worth 1 + 149.5 pills as predicted; with
+    rest_scale 2 its fall from the root's 150 counts double (1 + 149), as much as the root's."""
+    position = Position.of(dm.Game(1234, 20))
+    tree = grown_puct_tree(position, FallsHalfAPill(150.0), 4, utility=Utility(kind="centred", rest_scale=rest_scale))
+    root = tree.root[0]
+    assert tree.root_pills[0] == 150.0
+    children = tree.d_value[root + 1 : tree.used[0]]
+    params = Utility(kind="centred", rest_scale=rest_scale).params
+    assert len(children) == 4 and np.allclose(children, utility(params, 0, child_pills, K.WON, 84, 150.0))
+    assert np.allclose(children, tree.d_value[root]) == (rest_scale == 2.0)
+
+
 def test_each_decision_knows_its_pill_and_preview():
     """The root places the game's pill and sees its preview; below a chance node, a child places
     the parent's preview and sees the chance outcome as its own preview."""

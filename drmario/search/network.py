@@ -287,9 +287,12 @@ def expand_and_backup(t, won, cleared, duration, moves_prob):
             for e in range(start, start + n):
                 t.e_prior[e] = t.e_prior[e] / total if total > 0 else 1.0 / n
         p_win = min(max((won[k] + 1.0) / 2.0, 0.0), 1.0)
-        pills = t.d_pills[d] + max(duration[k], 0.0)
+        rest = max(duration[k], 0.0)
         if d == t.root[g]:  # the centred utility's centre: the pills the root is expected to need
-            t.root_pills[g] = pills
+            t.root_pills[g] = rest
+        elif t.uparams[4] != 1.0:  # Utility.rest_scale: the leaf's rest measured from the root's prediction
+            rest = max(t.root_pills[g] + t.uparams[4] * (rest - t.root_pills[g]), 0.0)
+        pills = t.d_pills[d] + rest
         cleared_total = t.d_cleared[d] + max(cleared[k], 0.0)
         value = expected_utility(t.uparams, cleared_total, pills, p_win, t.root_left[g], t.root_pills[g])
         t.d_value[d] = value

@@ -11,10 +11,12 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
-sys.path.insert(0, "tests")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from test_cuda import tiny_cuda_training  # noqa: E402
 from test_net import real_examples  # noqa: E402
 
 from drmario.learn.dataset import DeviceExamples  # noqa: E402
@@ -70,19 +72,7 @@ def trainer_runs(benchmark: bool, runs: int = 6) -> None:
     """The Trainer as `train` drives it, `runs` times: how many stop for a non-finite loss."""
     stopped = []
     for i in range(runs):
-        cfg = TrainConfig(
-            net=NetConfig(filters=16, blocks=2, planes=24),
-            optimizer="adamw",
-            lr=3e-3,
-            batch_size=64,
-            steps=40,
-            log_every=20,
-            eval_every=10**6,
-            checkpoint_every=10**6,
-            test_fraction=0.2,
-            device="cuda",
-            progress=False,
-        )
+        cfg = tiny_cuda_training(steps=40, eval_every=10**6, checkpoint_every=10**6)
         with tempfile.TemporaryDirectory() as tmp:
             trainer = Trainer(cfg, tmp)
             torch.backends.cudnn.benchmark = benchmark  # the Trainer turns it on; the variant decides

@@ -1,6 +1,7 @@
 """Self-play runs: examples that validate, exact replays, and interruption without loss or duplicates."""
 
 import gzip
+import json
 
 import numpy as np
 import pytest
@@ -71,6 +72,21 @@ def test_other_settings_in_the_same_run_directory_are_refused(tmp_path):
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 2}), tmp_path, progress=False)
     with pytest.raises(ValueError, match="other settings"):
         sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 2, "seed": 4}), tmp_path, progress=False)
+
+
+def test_a_run_begun_before_a_setting_existed_resumes(tmp_path):
+    """selfplay.json written before Utility.rest_scale existed (the key absent) holds the same
+    settings as its default; a value it never had is still refused."""
+    cfg = sp.SelfPlayConfig(**{**SETTINGS, "games": 2})
+    sp.generate(cfg, tmp_path, progress=False)
+    stored = json.loads((tmp_path / "selfplay.json").read_text())
+    del stored["search"]["utility"]["rest_scale"]
+    (tmp_path / "selfplay.json").write_text(json.dumps(stored))
+    sp.generate(cfg, tmp_path, progress=False)  # resumes (nothing left to play)
+    stored["search"]["utility"]["no_such_setting"] = 1
+    (tmp_path / "selfplay.json").write_text(json.dumps(stored))
+    with pytest.raises(ValueError, match="other settings"):
+        sp.generate(cfg, tmp_path, progress=False)
 
 
 def test_bad_settings():

@@ -214,6 +214,15 @@ def play_shard(
     return {"games": len(specs), "positions": sum(len(e) for _, e in ordered)}
 
 
+def _same_settings(stored: dict, cfg: SelfPlayConfig) -> bool:
+    """Whether a run's stored settings are cfg's. A setting added to the kit since the run began is
+    absent there and counts as its default, so an interrupted run resumes after an upgrade."""
+    try:
+        return SelfPlayConfig.from_dict(stored).to_dict() == cfg.to_dict()
+    except (ValueError, TypeError):  # a setting the kit no longer has, or a value it refuses
+        return False
+
+
 def generate(
     cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True, log: Callable[[str], None] = print
 ) -> pd.DataFrame:
@@ -228,8 +237,7 @@ def generate(
         remove_stray_temp(run_dir)  # files of writers killed mid-write (this run owns the folder now)
         settings = run_dir / "selfplay.json"
         if settings.exists():
-            previous = json.loads(settings.read_text())
-            if previous != json.loads(json.dumps(cfg.to_dict())):
+            if not _same_settings(json.loads(settings.read_text()), cfg):
                 raise ValueError(f"{settings} holds other settings; use a new run directory or the same settings")
         else:
             write_atomic(settings, json.dumps(cfg.to_dict(), indent=1) + "\n")

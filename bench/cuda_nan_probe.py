@@ -21,7 +21,14 @@ from test_net import real_examples  # noqa: E402
 
 from drmario.learn.dataset import DeviceExamples  # noqa: E402
 from drmario.learn.net import DrMarioNet, NetConfig  # noqa: E402
-from drmario.learn.train import TrainConfig, Trainer, autocast, loss_terms, make_optimizer  # noqa: E402
+from drmario.learn.train import (  # noqa: E402
+    TrainConfig,
+    Trainer,
+    autocast,
+    forward_backward,
+    loss_terms,
+    make_optimizer,
+)
 
 examples = real_examples(n_games=8, seed=3)
 dev = torch.device("cuda")
@@ -29,14 +36,13 @@ dev = torch.device("cuda")
 
 def run(name: str, steps: int = 30, **kw) -> None:
     net_kw = {"filters": 16, "blocks": 2, "planes": 24, **kw.pop("net", {})}
-    cl = kw.pop("channels_last", True)
     bench = kw.pop("benchmark", True)
     bn_fp32 = kw.pop("bn_fp32", False)
     cfg = TrainConfig(net=NetConfig(**net_kw), optimizer="adamw", lr=3e-3, batch_size=64, device="cuda", **kw)
     torch.backends.cudnn.benchmark = bench
     torch.manual_seed(0)
     model = DrMarioNet(cfg.net).to(dev)
-    if cl:
+    if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if bn_fp32:
         for m in model.modules():
@@ -49,14 +55,9 @@ def run(name: str, steps: int = 30, **kw) -> None:
     first = None
     for step in range(steps):
         idx = torch.randint(0, len(data), (64,), device=dev, generator=None)
-        batch = data.batch(idx)
-        planes = batch.planes.contiguous(memory_format=torch.channels_last) if cl else batch.planes
         opt.zero_grad(set_to_none=True)
-        with autocast(dev, cfg):
-            out = model(planes)
-        terms = loss_terms(out, batch, cfg.net, model)
-        terms["total"].backward()
-        if not torch.isfinite(terms["total"]):
+        terms = forward_backward(model, data.batch(idx), cfg, model, dev)  # the Trainer's step, without it
+        if not torch.isfinite(terms).all():
             first = first or f"loss at step {step + 1}"
         bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
         if bad and first is None:

@@ -70,8 +70,9 @@ def _relative(value: Any) -> Any:
     return value
 
 
-def report(name: str, settings: dict, figures: dict, targets: dict | None = None) -> Path:
-    """Print the figures and write them, with the machine and settings, to results/NAME-MACHINE.json."""
+def report(name: str, settings: dict, figures: dict, targets: dict | None = None, echo: bool = True) -> Path:
+    """Print the figures (unless not echo) and write them, with the machine and settings, to
+    results/NAME-MACHINE.json."""
     info = machine_info()
     result = {
         "benchmark": name,
@@ -82,16 +83,18 @@ def report(name: str, settings: dict, figures: dict, targets: dict | None = None
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    width = max(map(len, figures))
-    print(f"{name} on {info.get('gpu') or info['cpu']} ({info['cores']} cores)")
-    for key, value in figures.items():
-        target = f"   (target {targets[key]:,})" if targets and key in targets else ""
-        shown = f"{value:,.1f}" if isinstance(value, float) else f"{value}"
-        print(f"  {key:<{width}}  {shown}{target}")
+    if echo and figures:
+        width = max(map(len, figures))
+        print(f"{name} on {info.get('gpu') or info['cpu']} ({info['cores']} cores)")
+        for key, value in figures.items():
+            target = f"   (target {targets[key]:,})" if targets and key in targets else ""
+            shown = f"{value:,.1f}" if isinstance(value, float) else f"{value}"
+            print(f"  {key:<{width}}  {shown}{target}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}-{machine_slug(info)}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     tmp.replace(path)
-    print(f"  -> {path}")
+    if echo:
+        print(f"  -> {path}")
     return path

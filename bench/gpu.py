@@ -189,7 +189,7 @@ def main() -> None:
         parts = [(name, part) for name, part in parts if name.startswith(tuple(args.parts))]
     figures: dict = {}
     errors: dict[str, str] = {}
-    for name, part in parts:  # each part on its own: one failing (or the run cut short) keeps the rest
+    for i, (name, part) in enumerate(parts):  # each on its own: one failing (or the run cut short) keeps the rest
         start = time.perf_counter()
         try:
             for key, value in part().items():
@@ -198,7 +198,8 @@ def main() -> None:
             errors[name] = f"{type(e).__name__}: {e}"
             print(f"{name} failed: {errors[name]}", flush=True)
         print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
-        report("gpu", {**settings, "errors": errors}, figures, targets=targets if cuda else None)
+        last = i == len(parts) - 1  # the file after every part, the table once
+        report("gpu", {**settings, "errors": errors}, figures, targets=targets if cuda else None, echo=last)
     if errors:
         raise SystemExit(f"parts failed: {', '.join(errors)}")
 

@@ -471,12 +471,18 @@ class Trainer:
         return self.result(stopped)
 
     def close(self) -> None:
-        """Leave the process group (under torchrun) once every process is done: exiting without it
-        can abort gloo's teardown."""
+        """Leave the process group (under torchrun) once every process is done. The DDP wrapper goes
+        first: its reducer holds the group, which would otherwise be freed (its gloo threads still
+        joinable) during the interpreter's exit and abort the process ("terminate called without an
+        active exception", seen once in CI)."""
+        import gc
+
         import torch.distributed as dist
 
         if self.world > 1 and dist.is_initialized():
             dist.barrier()
+            self.net = self.model
+            gc.collect()
             dist.destroy_process_group()
 
     def result(self, stopped: str | None = None) -> TrainResult:

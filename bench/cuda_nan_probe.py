@@ -3,8 +3,11 @@ tests/test_cuda.py went non-finite at step 2 in each of two runs. This runs the 
 (1) in a plain loop under variants (channels_last, cuDNN benchmark, amp, batch norm in float32,
 heads, widths), reporting the first non-finite step and the parameters whose gradients broke;
 (2) through the Trainer, as `train` drives it, several times with cuDNN's benchmark on and off, counting the runs that
-stopped; (3) once with a hook on every module, naming the first non-finite gradient.
-Run on a GPU machine: `python bench/cuda_nan_probe.py` (a diagnostic; it writes no result file)."""
+stopped; (3) once with a hook on every module, naming the first non-finite gradient; (4) through the Trainer
+after filling the CUDA caching allocator's free blocks with NaN: a kernel that reads memory it never wrote
+then fails every time (in the test file the trainings follow inference tests, whose freed blocks are reused).
+Run on a GPU machine: `python bench/cuda_nan_probe.py [SECTION ...]` with sections loops, trainer, hooks,
+poison, step (default: all but step); a diagnostic, it writes no result file."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_cuda import tiny_cuda_training  # noqa: E402
+from test_cuda import poison_cache, tiny_cuda_training  # noqa: E402
 from test_net import real_examples  # noqa: E402
 
 from drmario.learn.dataset import DeviceExamples  # noqa: E402
@@ -85,6 +88,80 @@ def trainer_runs(benchmark: bool, runs: int = 6) -> None:
     print(f"train() x{runs}, cudnn.benchmark={benchmark}: {len(stopped)} stopped {stopped}", flush=True)
 
 
+def poisoned_trainer_runs(runs: int = 3) -> None:
+    """The test's training (eager and compiled), each run after poison_cache()."""
+    for compile in (False, True):
+        stopped = []
+        for i in range(runs):
+            poison_cache()
+            cfg = tiny_cuda_training(steps=40, eval_every=20, checkpoint_every=10**6, compile=compile)
+            with tempfile.TemporaryDirectory() as tmp:
+                trainer = Trainer(cfg, tmp)
+                trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
+                result = trainer.run(cfg.steps)
+                trainer.close()
+                if result.stopped:
+                    stopped.append(f"run {i}: {result.stopped[:60]}")
+        print(f"poisoned cache, train() x{runs}, compile={compile}: {len(stopped)} stopped {stopped}", flush=True)
+
+
+def poisoned_first_step(wanted: list[str]) -> None:
+    """Two Trainer steps by hand after poison_cache(), under variants (those whose names end with
+    one of `wanted`, or all): which loss terms, gradients, weights and batch-norm buffers are non-finite."""
+    import torch.nn.functional as F
+
+    from drmario.learn.net import heads_to_outputs
+
+    def conv_head(pool_fp32: bool, amax: bool):  # the conv head, its values pooled otherwise
+        def heads(self, x, legal=None):
+            logits = self.policy_conv(x).flatten(1)
+            v = F.leaky_relu(self.pool(x), self.cfg.leak).flatten(2)
+            v = v.float() if pool_fp32 else v
+            scalars = self.value_fc(torch.cat([v.mean(dim=2), v.amax(dim=2) if amax else v.mean(dim=2)], dim=1))
+            return heads_to_outputs(scalars, logits, legal)
+
+        return heads
+
+    tiny = NetConfig(filters=16, blocks=2, planes=24)
+    variants = {
+        "compiled": {},
+        "compiled, no channels_last": {"channels_last": False},
+        "compiled, no amp": {"amp": False},
+        "eager": {"compile": False},
+        "compiled, head design": {"net": tiny.replace(head="design")},
+        "compiled, head alphago": {"net": tiny.replace(head="alphago")},
+        "compiled, conv head pooled in fp32": {"patch": conv_head(True, True)},
+        "compiled, conv head without amax": {"patch": conv_head(False, False)},
+    }
+    original_heads = DrMarioNet.heads
+    for name, kw in variants.items():
+        if wanted and not name.endswith(tuple(wanted)):
+            continue
+        kw = dict(kw)
+        DrMarioNet.heads = kw.pop("patch", original_heads)
+        poison_cache()
+        cfg = tiny_cuda_training(**({"compile": True} | kw))
+        with tempfile.TemporaryDirectory() as tmp:
+            trainer = Trainer(cfg, tmp)
+            trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
+            model, report = trainer.model, []
+            for step in (1, 2):
+                batch = trainer.train_dev.batch(trainer.perm[(step - 1) * 64 : step * 64])
+                trainer.opt.zero_grad(set_to_none=True)
+                terms = forward_backward(trainer.net, batch, cfg, model, dev)
+                grads = [n for n, q in model.named_parameters() if q.grad is not None and not q.grad.isfinite().all()]
+                trainer.opt.step()
+                weights = [n for n, q in model.named_parameters() if not q.isfinite().all()]
+                buffers = [n for n, b in model.named_buffers() if b.is_floating_point() and not b.isfinite().all()]
+                report.append(
+                    f"step {step}: terms finite {bool(terms.isfinite().all())}, bad grads {grads[:4]} ({len(grads)}),"
+                    f" bad weights after {weights[:3]} ({len(weights)}), bad buffers {buffers[:3]} ({len(buffers)})"
+                )
+            trainer.close()
+        DrMarioNet.heads = original_heads
+        print(f"{name}:\n  " + "\n  ".join(report), flush=True)
+
+
 def module_hooks() -> None:
     """The default variant once, with a hook on every module: the first with a non-finite grad."""
     cfg = TrainConfig(net=NetConfig(filters=16, blocks=2, planes=24), device="cuda")
@@ -112,9 +189,7 @@ def module_hooks() -> None:
         print("  ", line)
 
 
-if __name__ == "__main__":
-    t = time.perf_counter()
-    print(torch.__version__, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))
+def loops() -> None:
     run("default (as the test)")
     run("no channels_last", channels_last=False)
     run("no cudnn.benchmark", benchmark=False)
@@ -124,7 +199,21 @@ if __name__ == "__main__":
     run("filters 32", net={"filters": 32})
     run("filters 64 blocks 4", net={"filters": 64, "blocks": 4})
     run("design net f256 r19", steps=8, net={"filters": 256, "blocks": 19})
-    trainer_runs(benchmark=True)
-    trainer_runs(benchmark=False)
-    module_hooks()
+
+
+if __name__ == "__main__":
+    t = time.perf_counter()
+    print(torch.__version__, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))
+    sections = sys.argv[1:2] or ["loops", "trainer", "hooks", "poison"]  # step VARIANT...: those variants
+    if "poison" in sections:
+        poisoned_trainer_runs()
+    if "step" in sections:
+        poisoned_first_step(sys.argv[2:])
+    if "loops" in sections:
+        loops()
+    if "trainer" in sections:
+        trainer_runs(benchmark=True)
+        trainer_runs(benchmark=False)
+    if "hooks" in sections:
+        module_hooks()
     print(f"{time.perf_counter() - t:.0f} s")

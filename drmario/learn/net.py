@@ -176,7 +176,11 @@ class DrMarioNet(nn.Module):
         if self.cfg.head == "conv":
             logits = self.policy_conv(x).flatten(1)  # [B, 4 * 8 * 16]: plane r, cell (x, y)
             v = F.leaky_relu(self.pool(x), self.cfg.leak).flatten(2)  # [B, p, 128]
-            scalars = self.value_fc(torch.cat([v.mean(dim=2), v.amax(dim=2)], dim=1))  # [B, 3]
+            # Pooled in float32: torch.compile's backward of a bf16 amax (torch 2.11, H100) read
+            # memory it never wrote, so training went NaN whenever a freed block held NaN.
+            v32 = v.float()
+            pooled = torch.cat([v32.mean(dim=2), v32.amax(dim=2)], dim=1).to(v.dtype)  # [B, 2p]
+            scalars = self.value_fc(pooled)  # [B, 3]
             return heads_to_outputs(scalars, logits, legal)
         if self.cfg.head == "design":
             z = self.head(x.flatten(1)).float()  # [B, 3 + 512]

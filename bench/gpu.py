@@ -112,7 +112,7 @@ def selfplay_rate(net: DrMarioNet, device: str, games: int, simulations: int, de
     }
 
 
-def server_rate(net: DrMarioNet, device: str, games: int, simulations: int, workers: int) -> dict:
+def server_rate(net: DrMarioNet, device: str, games: int, simulations: int, workers: int, pills: int) -> dict:
     tmp = tempfile.mkdtemp()
     try:
         ckpt = save_net(net, os.path.join(tmp, "net.pt"))
@@ -120,7 +120,7 @@ def server_rate(net: DrMarioNet, device: str, games: int, simulations: int, work
             games=games * workers,
             levels=list(range(0, 21, 4)),
             games_per_shard=games,
-            max_pills=8,
+            max_pills=pills,
             workers=workers,
             inference="server",
             device=device,
@@ -148,6 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--simulations", type=int, default=32)
+    parser.add_argument("--server-pills", type=int, default=8, help="pills per game, server part")
     parser.add_argument("--parts", nargs="+", help="only the parts whose names start so (inference, training, ...)")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
@@ -169,7 +170,7 @@ def main() -> None:
         run = lambda g=games, d=decisions: selfplay_rate(net, device, g, args.simulations, d)  # noqa: E731
         parts.append((f"selfplay_{games}games", run))
     server_games = lockstep[-1] // workers or 8
-    serve = lambda: server_rate(net, device, server_games, args.simulations, workers)  # noqa: E731
+    serve = lambda: server_rate(net, device, server_games, args.simulations, workers, args.server_pills)  # noqa: E731
     parts.append((f"server_{workers}workers", serve))
     settings = {
         "device": device,
@@ -177,6 +178,7 @@ def main() -> None:
         "dtype": "bfloat16" if cuda else "float32",
         "simulations": args.simulations,
         "lockstep": lockstep,
+        "server_pills_per_game": args.server_pills,
         "note": "" if cuda else "CPU run with a small network: checks the code path, not the GPU targets",
     }
     targets = {
@@ -187,6 +189,7 @@ def main() -> None:
     }
     if args.parts:
         parts = [(name, part) for name, part in parts if name.startswith(tuple(args.parts))]
+    name_of_run = "gpu" if not args.parts else "gpu_" + "_".join(args.parts)  # a part run keeps the whole run's file
     figures: dict = {}
     errors: dict[str, str] = {}
     for i, (name, part) in enumerate(parts):  # each on its own: one failing (or the run cut short) keeps the rest
@@ -199,7 +202,7 @@ def main() -> None:
             print(f"{name} failed: {errors[name]}", flush=True)
         print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
         last = i == len(parts) - 1  # the file after every part, the table once
-        report("gpu", {**settings, "errors": errors}, figures, targets=targets if cuda else None, echo=last)
+        report(name_of_run, {**settings, "errors": errors}, figures, targets=targets if cuda else None, echo=last)
     if errors:
         raise SystemExit(f"parts failed: {', '.join(errors)}")
 

@@ -22,7 +22,11 @@ predicted rest: along games (the expert's), how much each network's predicted pi
 per pill placed (1 if consistent), the slope of its predictions on the truth, their root mean
 square error, and the same fall of the predicted viruses still to clear against the truth's.
 
+`live` trains round 0 again with `TrainConfig.bootstrap`: one-step targets mixed into the game's,
+from the network being trained (its prediction one decision later), so they improve as it does.
+
 Run: `python bench/td_targets.py prepare --run runs/cpu-noise0 --n 8 --out runs/exp/td8`;
+`python bench/td_targets.py live --run runs/exp/boot --weight 0.5 --out runs/exp/boot-live05`;
 `python bench/td_targets.py consistency --examples runs/cpu-noise0/round0/examples --games 300
 --networks r0=runs/cpu-noise0/train0/checkpoints/latest.pt shipped=data/networks/small.pt`.
 """
@@ -39,22 +43,9 @@ import numpy as np
 import torch
 from common import report
 
-from drmario.learn.dataset import ExampleSet, augment_colours, load_examples
+from drmario.learn.dataset import ExampleSet, augment_colours, later_index, load_examples
 from drmario.learn.player import load_player
 from drmario.learn.train import TrainConfig, train
-
-
-def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:
-    """For every example, the index of the example n decisions later in the same game (its
-    duration n smaller), or -1 where the game ends first. Decisions of one game count their
-    duration down by one pill each."""
-    key = game.astype(np.int64) * 100_000 + duration.astype(np.int64)
-    order = np.argsort(key, kind="stable")
-    want = key - n
-    pos = np.searchsorted(key[order], want)
-    pos = np.minimum(pos, len(order) - 1)
-    found = (key[order][pos] == want) & (duration >= n)
-    return np.where(found, order[pos], -1)
 
 
 def n_step_targets(examples: ExampleSet, pred_cleared: np.ndarray, pred_duration: np.ndarray, n: int):
@@ -100,6 +91,16 @@ def prepare(run: Path, n: int, out: Path, steps: int | None) -> None:
     print(f"trained {result.step} steps: {result.checkpoint}; stopped: {result.stopped}", flush=True)
 
 
+def live(run: Path, weight: float, out: Path) -> None:
+    """Round 0's training again (its settings, data and seed) with `TrainConfig.bootstrap` = weight:
+    the targets bootstrap one decision on from the network being trained, not a frozen one."""
+    base = json.loads((run / "train0" / "config.json").read_text())
+    torch.set_num_threads(2)
+    cfg = TrainConfig.from_dict({**base, "bootstrap": weight, "progress": False})
+    result = train(cfg, out)
+    print(f"trained {result.step} steps: {result.checkpoint}; stopped: {result.stopped}", flush=True)
+
+
 def consistency(examples_dir: str, games: int, networks: list[str]) -> None:
     """The consistency figures (module docstring) of each LABEL=CHECKPOINT on the first `games`
     games of the examples."""
@@ -135,6 +136,10 @@ def main() -> None:
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--steps", type=int, help="training steps (default: round 0's)")
+    b = sub.add_parser("live", help="round 0's training with targets bootstrapped from the network being trained")
+    b.add_argument("--run", type=Path, required=True, help="a pipeline run directory (its train0)")
+    b.add_argument("--weight", type=float, default=0.5, help="TrainConfig.bootstrap")
+    b.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("consistency", help="how each network's predictions fall along the examples' games")
     c.add_argument("--examples", required=True, help="an example folder (whole games, e.g. a round-0 run's)")
     c.add_argument("--games", type=int, default=300, help="the first this many games")
@@ -142,6 +147,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.run, args.n, args.out, args.steps)
+    elif args.command == "live":
+        live(args.run, args.weight, args.out)
     else:
         consistency(args.examples, args.games, args.networks)
 

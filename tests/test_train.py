@@ -296,3 +296,38 @@ def test_a_warm_start_begins_from_the_given_network(tmp_path, examples):
     assert not torch.equal(fresh.model.stem.conv.weight, started["stem.conv.weight"])
     with pytest.raises(CheckpointError, match="does not fit"):
         Trainer(tiny(steps=10, init=str(first.checkpoint), net=NetConfig(filters=4, blocks=1)), tmp_path / "other")
+
+
+def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_decision_later(examples):
+    from drmario.learn.dataset import later_index
+    from drmario.learn.net import DrMarioNet
+    from drmario.learn.train import bootstrapped
+
+    cfg = tiny(bootstrap=0.25)
+    model = DrMarioNet(cfg.net).train()
+    data = examples.to_device(torch.device("cpu"), cfg.net.planes)
+    later = torch.as_tensor(later_index(examples.game, examples.duration, 1))
+    idx = torch.arange(len(examples))
+    assert (later >= 0).sum() == len(examples) - len(np.unique(examples.game))  # every game's last decision has none
+    assert (torch.as_tensor(examples.duration)[later.clamp(min=0)] == torch.as_tensor(examples.duration) - 1)[
+        later >= 0
+    ].all()
+    batch, following = data.batch(idx), data.batch(later.clamp(min=0))
+    mixed = bootstrapped(model, batch, following, later >= 0, cfg, torch.device("cpu"))
+    assert model.training  # back in training mode
+    with torch.no_grad():
+        predicted = model.eval()(following.planes)
+    td = batch.duration - following.duration + predicted.duration  # 1 pill + the prediction
+    want = torch.where(later >= 0, 0.75 * batch.duration + 0.25 * td, batch.duration)
+    torch.testing.assert_close(mixed.duration, want)
+    want = torch.where(
+        later >= 0, 0.75 * batch.cleared + 0.25 * (batch.cleared - following.cleared + predicted.cleared), batch.cleared
+    )
+    torch.testing.assert_close(mixed.cleared, want)
+    assert torch.equal(mixed.won, batch.won) and torch.equal(mixed.moves, batch.moves)
+
+
+def test_training_with_bootstrapped_targets_learns(tmp_path, examples):
+    result = train(tiny(bootstrap=0.5, steps=40, log_every=10, eval_every=20), tmp_path, examples)
+    rows = [r for r in csv.DictReader(result.metrics.read_text().splitlines()) if r["split"] == "train"]
+    assert result.stopped is None and float(rows[-1]["loss"]) < float(rows[0]["loss"])

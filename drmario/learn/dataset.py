@@ -257,6 +257,19 @@ def empty_set() -> ExampleSet:
     return compact(Decoded.empty(), np.zeros(0, np.int64))
 
 
+def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:
+    """For every example, the index of the example n decisions later in the same game (its
+    duration n smaller), or -1 where the game ends first. Decisions of one game count their
+    duration down by one pill each."""
+    key = game.astype(np.int64) * 100_000 + duration.astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    want = key - n
+    pos = np.searchsorted(key[order], want)
+    pos = np.minimum(pos, len(order) - 1)
+    found = (key[order][pos] == want) & (duration >= n)
+    return np.where(found, order[pos], -1)
+
+
 def augment_colours(examples: ExampleSet, permutations: Sequence[Sequence[int]] = COLOUR_PERMUTATIONS) -> ExampleSet:
     """Every example once per colour permutation (default all 6, identity first), in blocks of
     len(examples). Board and pill colours are renamed; legal masks, moves and targets are

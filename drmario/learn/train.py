@@ -41,7 +41,7 @@ import torch
 
 from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_state, read_checkpoint, save_checkpoint
-from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet
+from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index
 from drmario.learn.device import resolve_device
 from drmario.learn.loss import loss_terms, weight_norm2
 from drmario.learn.net import DrMarioNet, NetConfig
@@ -97,6 +97,14 @@ class TrainConfig(Settings):
     amp: bool = setting(True, "bf16 autocast (CUDA only)")
     channels_last: bool = setting(True, "channels_last memory format (CUDA only)")
     compile: bool = setting(False, "torch.compile the network for training (CUDA; slower to start)")
+    bootstrap: float = setting(
+        0.0,
+        "weight of one-step bootstrapped count targets: cleared and duration targets become (1 - w) x the"
+        " game's + w x (this decision's counts + the training network's prediction one decision later,"
+        " in eval mode, no gradient); 0: the game's (Monte-Carlo) alone. Test rows keep the game's",
+        ge=0,
+        le=1,
+    )
     grad_clip: float = setting(0.0, "max global gradient norm (0: off)", ge=0)
     on_nonfinite: Literal["stop", "skip"] = setting(
         "stop", "a non-finite loss: stop cleanly and say where, or skip the step (counted)"
@@ -172,6 +180,30 @@ def forward_backward(
     terms = loss_terms(out, batch, cfg.net, model)
     terms["total"].backward()
     return torch.stack([terms[t] for t in TERMS]).detach()
+
+
+@torch.no_grad()
+def bootstrapped(
+    model: DrMarioNet, batch: Batch, following: Batch, has_next: torch.Tensor, cfg: TrainConfig, device: torch.device
+) -> Batch:
+    """batch with its cleared and duration targets mixed with one-step bootstrapped ones
+    (`TrainConfig.bootstrap`): this decision's counts (its targets less the next decision's) plus
+    the model's prediction at the next decision of the same game (following, the batch of those
+    examples; has_next bool[B] false where the game ended, whose targets stay the game's)."""
+    was_training = model.training
+    model.eval()  # batch norm's running statistics: the targets do not move with the batch
+    with autocast(device, cfg):
+        out = model(following.planes)
+    model.train(was_training)
+    w = cfg.bootstrap
+
+    def mix(target: torch.Tensor, later_target: torch.Tensor, later_prediction: torch.Tensor) -> torch.Tensor:
+        return torch.where(has_next, (1 - w) * target + w * (target - later_target + later_prediction.float()), target)
+
+    return batch._replace(
+        cleared=mix(batch.cleared, following.cleared, out.cleared),
+        duration=mix(batch.duration, following.duration, out.duration),
+    )
 
 
 @torch.no_grad()
@@ -343,6 +375,8 @@ class Trainer:
         self.test_dev = test_set.to_device(self.device, planes) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
+        if self.cfg.bootstrap:  # the next decision of each example's game (-1: the game ended)
+            self.next_index = torch.as_tensor(later_index(train_set.game, train_set.duration, 1), device=self.device)
 
     def checkpoint(self) -> Path | None:
         """Write step-N.pt and latest.pt (process 0 only, under torchrun)."""
@@ -403,7 +437,11 @@ class Trainer:
             if self.index >= self.per_epoch:
                 self.epoch, self.index = self.epoch + 1, 0
                 self.perm = _permutation(self.n_train, cfg.seed, self.epoch, device)
-            batch = self.train_dev.batch(self.perm[self.index * B : (self.index + 1) * B][self.rank :: self.world])
+            indices = self.perm[self.index * B : (self.index + 1) * B][self.rank :: self.world]
+            batch = self.train_dev.batch(indices)
+            if cfg.bootstrap:
+                later = self.next_index[indices]
+                batch = bootstrapped(model, batch, self.train_dev.batch(later.clamp(min=0)), later >= 0, cfg, device)
             self.index += 1
             lr = opt.param_groups[0]["lr"]
             opt.zero_grad(set_to_none=True)

@@ -72,11 +72,14 @@ def run(name: str, steps: int = 30, **kw) -> None:
     print(f"{name:28s} {first or 'finite for ' + str(steps) + ' steps'} {bad_grads[:6]}", flush=True)
 
 
-def trainer_runs(benchmark: bool, runs: int = 6) -> None:
-    """The Trainer as `train` drives it, `runs` times: how many stop for a non-finite loss."""
+def stopped_trainings(runs: int, benchmark: bool = True, compile: bool = False, poison: bool = False) -> list[str]:
+    """The test's training through the Trainer, as `train` drives it, `runs` times (each after
+    poison_cache() if poison): why each run that stopped for a non-finite loss stopped."""
     stopped = []
     for i in range(runs):
-        cfg = tiny_cuda_training(steps=40, eval_every=10**6, checkpoint_every=10**6)
+        if poison:
+            poison_cache()
+        cfg = tiny_cuda_training(steps=40, eval_every=20, checkpoint_every=10**6, compile=compile)
         with tempfile.TemporaryDirectory() as tmp:
             trainer = Trainer(cfg, tmp)
             torch.backends.cudnn.benchmark = benchmark  # the Trainer turns it on; the variant decides
@@ -84,25 +87,8 @@ def trainer_runs(benchmark: bool, runs: int = 6) -> None:
             result = trainer.run(cfg.steps)
             trainer.close()
             if result.stopped:
-                stopped.append(f"run {i}: {result.stopped[:40]}")
-    print(f"train() x{runs}, cudnn.benchmark={benchmark}: {len(stopped)} stopped {stopped}", flush=True)
-
-
-def poisoned_trainer_runs(runs: int = 3) -> None:
-    """The test's training (eager and compiled), each run after poison_cache()."""
-    for compile in (False, True):
-        stopped = []
-        for i in range(runs):
-            poison_cache()
-            cfg = tiny_cuda_training(steps=40, eval_every=20, checkpoint_every=10**6, compile=compile)
-            with tempfile.TemporaryDirectory() as tmp:
-                trainer = Trainer(cfg, tmp)
-                trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
-                result = trainer.run(cfg.steps)
-                trainer.close()
-                if result.stopped:
-                    stopped.append(f"run {i}: {result.stopped[:60]}")
-        print(f"poisoned cache, train() x{runs}, compile={compile}: {len(stopped)} stopped {stopped}", flush=True)
+                stopped.append(f"run {i}: {result.stopped[:60]}")
+    return stopped
 
 
 def poisoned_first_step(wanted: list[str]) -> None:
@@ -206,14 +192,17 @@ if __name__ == "__main__":
     print(torch.__version__, torch.backends.cudnn.version(), torch.cuda.get_device_name(0))
     sections = sys.argv[1:2] or ["loops", "trainer", "hooks", "poison"]  # step VARIANT...: those variants
     if "poison" in sections:
-        poisoned_trainer_runs()
+        for compile in (False, True):
+            stopped = stopped_trainings(3, compile=compile, poison=True)
+            print(f"poisoned cache, train() x3, compile={compile}: {len(stopped)} stopped {stopped}", flush=True)
     if "step" in sections:
         poisoned_first_step(sys.argv[2:])
     if "loops" in sections:
         loops()
     if "trainer" in sections:
-        trainer_runs(benchmark=True)
-        trainer_runs(benchmark=False)
+        for benchmark in (True, False):
+            stopped = stopped_trainings(6, benchmark=benchmark)
+            print(f"train() x6, cudnn.benchmark={benchmark}: {len(stopped)} stopped {stopped}", flush=True)
     if "hooks" in sections:
         module_hooks()
     print(f"{time.perf_counter() - t:.0f} s")

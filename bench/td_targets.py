@@ -101,7 +101,7 @@ def live(run: Path, weight: float, out: Path) -> None:
     print(f"trained {result.step} steps: {result.checkpoint}; stopped: {result.stopped}", flush=True)
 
 
-def consistency(examples_dir: str, games: int, networks: list[str]) -> None:
+def consistency(examples_dir: str, games: int, networks: list[str], name: str = "value-consistency") -> None:
     """The consistency figures (module docstring) of each LABEL=CHECKPOINT on the first `games`
     games of the examples."""
     examples = load_examples(examples_dir, progress=False)
@@ -125,7 +125,7 @@ def consistency(examples_dir: str, games: int, networks: list[str]) -> None:
         }
         print(label, json.dumps(figures[label], indent=1), flush=True)
     settings = {"examples": examples_dir, "games": len(keep), "positions": len(examples), "networks": networks}
-    report("value-consistency", settings, figures)
+    report(name, settings, figures)
 
 
 def main() -> None:
@@ -144,13 +144,14 @@ def main() -> None:
     c.add_argument("--examples", required=True, help="an example folder (whole games, e.g. a round-0 run's)")
     c.add_argument("--games", type=int, default=300, help="the first this many games")
     c.add_argument("--networks", nargs="+", required=True, help="LABEL=CHECKPOINT ...")
+    c.add_argument("--name", default="value-consistency", help="result file name")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.run, args.n, args.out, args.steps)
     elif args.command == "live":
         live(args.run, args.weight, args.out)
     else:
-        consistency(args.examples, args.games, args.networks)
+        consistency(args.examples, args.games, args.networks, args.name)
 
 
 if __name__ == "__main__":

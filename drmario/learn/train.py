@@ -198,7 +198,8 @@ def bootstrapped(
     w = cfg.bootstrap
 
     def mix(target: torch.Tensor, later_target: torch.Tensor, later_prediction: torch.Tensor) -> torch.Tensor:
-        return torch.where(has_next, (1 - w) * target + w * (target - later_target + later_prediction.float()), target)
+        # (1 - w) target + w (target - later_target + later_prediction), written as one correction
+        return torch.where(has_next, target + w * (later_prediction.float() - later_target), target)
 
     return batch._replace(
         cleared=mix(batch.cleared, following.cleared, out.cleared),

@@ -1,5 +1,7 @@
 """Where does bf16 training on CUDA go non-finite? On an H100 (torch 2.11) one of the two trainings of
-tests/test_cuda.py went non-finite at step 2 in each of two runs. This runs the test's tiny config
+tests/test_cuda.py went non-finite at step 2 in each of two runs. Found by section (4) and `step`:
+torch.compile's backward of the conv head's bf16 amax read memory it never wrote; the head now pools
+in float32 (bench/results/cuda_nan_probe-nvidia-h100-80gb-hbm3.txt). This runs the test's tiny config
 (1) in a plain loop under variants (channels_last, cuDNN benchmark, amp, batch norm in float32,
 heads, widths), reporting the first non-finite step and the parameters whose gradients broke;
 (2) through the Trainer, as `train` drives it, several times with cuDNN's benchmark on and off, counting the runs that

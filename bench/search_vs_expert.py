@@ -160,6 +160,9 @@ def main() -> None:
         "the default network's)",
     )
     parser.add_argument("--no-default", action="store_true", help="play only the variants, not the default search")
+    parser.add_argument(
+        "--alone", action="store_true", help="no search: the default network and --against's alone (with --others)"
+    )
     parser.add_argument("--level", type=int, default=20)
     parser.add_argument("--games", type=int, default=100)
     parser.add_argument("--seed", type=int, default=2024, help="draws the games")
@@ -183,7 +186,7 @@ def main() -> None:
     agents: list[Agent] = make_agents([*others, args.search], network=args.network)
     base = agents.pop()
     assert isinstance(base, SearchAgent)
-    if not args.no_default:
+    if not (args.no_default or args.alone):
         agents.append(base)
     agents += [variant(base, v) for v in args.variant]
     agents += [
@@ -197,7 +200,7 @@ def main() -> None:
         agents.append(SearchAgent(base.config, short, name=f"{base.name} short-horizon r{args.short_rate:g}"))
     for text in args.against:
         label, _, checkpoint = text.partition("=")
-        kinds = [args.search, *(["policy"] if "policy" in others else [])]
+        kinds = [*([] if args.alone else [args.search]), *(["policy"] if "policy" in others or args.alone else [])]
         for agent in make_agents(kinds, network=checkpoint):
             agent.name = f"{agent.name} {label}"
             agents.append(agent)
@@ -206,10 +209,11 @@ def main() -> None:
     figures: dict = {name: describe(r) for name, r in records.items()}
     tests: dict = {}
     searches = [a.name for a in agents if isinstance(a, SearchAgent) and a.config.needs_network]
-    for name in searches:
+    alone = [name for name in records if name == "policy" or name.startswith("policy ")]
+    for name in searches + alone:
         if "expert" in records:
             tests[f"{name} vs expert"] = compare(records[name], records["expert"]).to_dict()
-        if name != base.name and base.name in records:
+        if name in searches and name != base.name and base.name in records:
             tests[f"{name} vs {base.name}"] = compare(records[name], records[base.name]).to_dict()
     for name in records:  # the other networks alone against the default network alone
         if name.startswith("policy ") and "policy" in records:

@@ -46,6 +46,7 @@ from common import report
 from drmario.learn.dataset import ExampleSet, augment_colours, later_index, load_examples
 from drmario.learn.player import load_player
 from drmario.learn.train import TrainConfig, train
+from drmario.search.core import Prediction
 
 
 def n_step_targets(examples: ExampleSet, pred_cleared: np.ndarray, pred_duration: np.ndarray, n: int):
@@ -101,28 +102,33 @@ def live(run: Path, weight: float, out: Path) -> None:
     print(f"trained {result.step} steps: {result.checkpoint}; stopped: {result.stopped}", flush=True)
 
 
+def value_consistency(examples: ExampleSet, pred: Prediction) -> dict[str, float]:
+    """The consistency figures (module docstring) of predictions on whole games' examples."""
+    j = later_index(examples.game, examples.duration, 1)
+    has, nxt = j >= 0, j[j >= 0]
+    true_pills, true_cleared = examples.duration.astype(float), examples.cleared.astype(float)
+    return {
+        "predicted pills to the end: fall per pill placed (1 if consistent)": float(
+            (pred.duration[has] - pred.duration[nxt]).mean()
+        ),
+        "slope of the predicted pills on the true": float(np.polyfit(true_pills, pred.duration, 1)[0]),
+        "predicted pills: root mean square error": float(np.sqrt(np.mean((pred.duration - true_pills) ** 2))),
+        "predicted viruses to clear: fall per pill placed": float((pred.cleared[has] - pred.cleared[nxt]).mean()),
+        "true viruses to clear: fall per pill placed": float((true_cleared[has] - true_cleared[nxt]).mean()),
+    }
+
+
 def consistency(examples_dir: str, games: int, networks: list[str], name: str = "value-consistency") -> None:
     """The consistency figures (module docstring) of each LABEL=CHECKPOINT on the first `games`
     games of the examples."""
     examples = load_examples(examples_dir, progress=False)
     keep = np.unique(examples.game)[:games]
     examples = examples.subset(np.nonzero(np.isin(examples.game, keep))[0])
-    j = later_index(examples.game, examples.duration, 1)
-    has, nxt = j >= 0, j[j >= 0]
-    true_pills, true_cleared = examples.duration.astype(float), examples.cleared.astype(float)
     figures = {}
     for item in networks:
         label, _, path = item.partition("=")
         pred = load_player(path).evaluate(examples.cells, examples.pills, examples.previews)
-        figures[label] = {
-            "predicted pills to the end: fall per pill placed (1 if consistent)": float(
-                (pred.duration[has] - pred.duration[nxt]).mean()
-            ),
-            "slope of the predicted pills on the true": float(np.polyfit(true_pills, pred.duration, 1)[0]),
-            "predicted pills: root mean square error": float(np.sqrt(np.mean((pred.duration - true_pills) ** 2))),
-            "predicted viruses to clear: fall per pill placed": float((pred.cleared[has] - pred.cleared[nxt]).mean()),
-            "true viruses to clear: fall per pill placed": float((true_cleared[has] - true_cleared[nxt]).mean()),
-        }
+        figures[label] = value_consistency(examples, pred)
         print(label, json.dumps(figures[label], indent=1), flush=True)
     settings = {"examples": examples_dir, "games": len(keep), "positions": len(examples), "networks": networks}
     report(name, settings, figures)

@@ -94,3 +94,15 @@ def test_n_step_targets_bootstrap_from_the_same_game_n_decisions_on():
     np.testing.assert_array_equal(has, [1, 1, 0, 0, 1, 0, 0])
     np.testing.assert_array_equal(pills, [102, 102, 2, 1, 102, 2, 1])  # Monte-Carlo where the game ends first
     np.testing.assert_array_equal(cleared, [3 - 2 + 10, 2 - 0 + 10, 2, 0, 2 - 0 + 10, 1, 0])
+
+
+def test_value_consistency_measures_the_fall_of_predictions_within_each_game():
+    game = np.array([0, 0, 0, 1, 1])
+    duration = np.array([3, 2, 1, 2, 1])
+    examples = SimpleNamespace(game=game, duration=duration, cleared=np.array([2, 1, 0, 1, 1]))
+    # predictions fall 0.5 and 1 in game 0, 1 in game 1; never across the two games
+    pred = SimpleNamespace(duration=np.array([3.5, 3.0, 2.0, 9.0, 8.0]), cleared=np.array([2.0, 2.0, 1.0, 1.0, 0.0]))
+    figures = td_targets.value_consistency(examples, pred)
+    assert figures["predicted pills to the end: fall per pill placed (1 if consistent)"] == (0.5 + 1 + 1) / 3
+    assert figures["predicted viruses to clear: fall per pill placed"] == (0 + 1 + 1) / 3
+    assert figures["true viruses to clear: fall per pill placed"] == (1 + 1 + 0) / 3

@@ -1,0 +1,173 @@
+"""Does a bigger network imitate the expert better, and does it play better?
+
+The network alone uses about 2.3 pills per virus at level 20 where its teacher, the expert, uses 1.8,
+and search with 100 simulations does not close the gap (`search_vs_expert.py`): the CPU profile's
+network (32 filters, 4 blocks) agrees with the expert's move on only about half of held-out positions,
+and its predicted pills to the end fall by only 0.7 per pill placed. Both may be the limit of its
+size rather than of the method. This bench separates size from data and steps:
+
+- `train` (on a GPU machine) trains networks of several sizes on the same example folders with the
+  same settings and seed (the CPU profile's round-0 settings, with the batch, steps and learning rate
+  given), all at once, one process each; every run directory gets its checkpoint, metrics and
+  train_result.json (with --export, the network alone and its curves go to one folder); the figures
+  (time, samples/s, held-out losses of the training's own split) go to
+  bench/results/capacity-train-MACHINE.json.
+- `held-out` measures LABEL=CHECKPOINT networks on examples of games none of them trained on (expert
+  games from another seed): agreement with the expert's move, the cross-entropy of its moves, the
+  errors of the value outputs, and the consistency figures of `td_targets.py` (how much the predicted
+  pills to the end fall per pill placed) -> bench/results/capacity-held-out-MACHINE.json.
+
+Play them with `search_vs_expert.py --against LABEL=CHECKPOINT`.
+
+Run: `python bench/capacity.py train --data runs/big/data --sizes 32x4,64x6,128x10 --out runs/big/nets
+--device cuda`; `python bench/capacity.py held-out --examples runs/big/held-out/examples --networks
+f32b4=runs/big/nets/f32b4/checkpoints/latest.pt ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from common import report
+from td_targets import value_consistency
+
+from drmario.learn.checkpoint import load_net, save_net
+from drmario.learn.dataset import load_examples
+from drmario.learn.player import load_player
+from drmario.learn.train import move_agreement
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The CPU profile's round-0 training (params/cpu.yaml), less what `train` sets per run.
+BASE_FLAGS = [
+    "--planes", "24", "--count-error", "scaled", "--head", "conv", "--optimizer", "adamw",
+    "--schedule", "cosine", "--augment", "true", "--test-fraction", "0.05", "--seed", "0",
+]  # fmt: skip
+
+
+def _decode(path: str) -> int:
+    return len(load_examples(path, augment=False, progress=False))
+
+
+def train_sizes(args: argparse.Namespace) -> None:
+    files = sorted(str(f) for folder in args.data for f in Path(folder).glob("*.jsonl.gz"))
+    if not files:
+        raise SystemExit(f"no example files (*.jsonl.gz) in {args.data}")
+    start = time.perf_counter()
+    with ProcessPoolExecutor(min(len(files), os.cpu_count() or 1)) as pool:  # builds every file's cache once
+        examples = sum(pool.map(_decode, files))
+    decode_s = time.perf_counter() - start
+    print(f"{len(files)} files, {examples} examples decoded in {decode_s:.0f} s", flush=True)
+
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    runs = {}
+    for size in args.sizes.split(","):
+        filters, blocks = (int(x) for x in size.split("x"))
+        run_dir = args.out / f"f{filters}b{blocks}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "drmario", "train", str(run_dir), *args.data, "--no-progress",
+            "--threads", str(args.threads), *BASE_FLAGS, "--filters", str(filters), "--blocks", str(blocks),
+            "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lr", str(args.lr),
+            "--warmup-steps", str(args.warmup_steps), "--reg", str(args.reg), "--device", args.device,
+            "--amp", str(args.amp).lower(), "--compile", "false", "--log-every", str(max(args.steps // 40, 1)),
+            "--eval-every", str(max(args.steps // 8, 1)), "--checkpoint-every", str(max(args.steps // 4, 1)),
+            "--keep-checkpoints", "1",
+        ]  # fmt: skip
+        with open(run_dir / "train.log", "w") as log:  # the child keeps its own copy of the file
+            runs[size] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), run_dir)
+    figures = {}
+    deadline = start + args.limit_s
+    for size, (process, run_dir) in runs.items():
+        try:
+            rc = process.wait(timeout=max(deadline - time.perf_counter(), 1))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            rc = process.wait()
+        result_file = run_dir / "train_result.json"
+        result = json.loads(result_file.read_text()) if rc == 0 and result_file.exists() else {}
+        metrics = (run_dir / "metrics.csv").read_text().splitlines() if (run_dir / "metrics.csv").exists() else []
+        train_rows = [row.split(",") for row in metrics[1:] if row.split(",")[4] == "train"]
+        figures[size] = {
+            "exit": rc,
+            "steps": result.get("step"),
+            "seconds": float(train_rows[-1][3]) if train_rows else None,
+            "samples per s (last log)": float(train_rows[-1][6]) if train_rows else None,
+            "held-out losses (the training's own 5% of games)": result.get("test"),
+            "train losses": result.get("train"),
+            "examples": [result.get("n_train"), result.get("n_test")],
+        }
+        print(size, json.dumps(figures[size]), flush=True)
+        if args.export and result:  # the network alone (no optimizer) and its curves, small enough to fetch
+            args.export.mkdir(parents=True, exist_ok=True)
+            save_net(load_net(result["checkpoint"]), args.export / f"{run_dir.name}.pt")
+            shutil.copyfile(run_dir / "metrics.csv", args.export / f"{run_dir.name}-metrics.csv")
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}
+    settings.update(files=len(files), examples=examples, decode_s=round(decode_s, 1), base_flags=BASE_FLAGS)
+    report(args.name, settings, figures)
+
+
+def held_out(args: argparse.Namespace) -> None:
+    examples = load_examples(args.examples, augment=False, progress=False)
+    won = examples.won.astype(float)
+    figures = {}
+    for item in args.networks:
+        label, _, path = item.partition("=")
+        player = load_player(path)
+        pred = player.evaluate(examples.cells, examples.pills, examples.previews, legal=examples.legal())
+        agreement, cross_entropy = move_agreement(player, examples)
+        figures[label] = {
+            "parameters": sum(p.numel() for p in player.module.parameters()),
+            "agreement with the expert's move": round(agreement, 4),
+            "moves cross-entropy (nats)": round(cross_entropy, 4),
+            "won: mean squared error (targets -1, 1)": round(float(np.mean((pred.won - won) ** 2)), 4),
+            "viruses to clear: root mean square error": round(
+                float(np.sqrt(np.mean((pred.cleared - examples.cleared) ** 2))), 3
+            ),
+            **{k: round(v, 4) for k, v in value_consistency(examples, pred).items()},
+        }
+        print(label, json.dumps(figures[label], indent=1), flush=True)
+    games = len(np.unique(examples.game))
+    settings = {"examples": args.examples, "games": games, "positions": len(examples), "networks": args.networks}
+    report(args.name, settings, figures)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train networks of several sizes on the same data, at once")
+    t.add_argument("--data", nargs="+", required=True, help="example folders")
+    t.add_argument("--sizes", default="32x4,64x6,128x10", help="FILTERSxBLOCKS,...")
+    t.add_argument("--out", type=Path, required=True, help="one run directory per size is made here")
+    t.add_argument("--steps", type=int, default=8000)
+    t.add_argument("--batch-size", type=int, default=1024)
+    t.add_argument("--lr", type=float, default=0.002)
+    t.add_argument("--warmup-steps", type=int, default=500)
+    t.add_argument("--reg", type=float, default=1e-4, help="weight of the L2 regulariser")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--amp", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast on CUDA")
+    t.add_argument("--threads", type=int, default=2, help="torch CPU threads per training")
+    t.add_argument("--export", type=Path, help="copy each network (weights only) and its metrics.csv here")
+    t.add_argument("--limit-s", type=float, default=480, help="every training is stopped after this long")
+    t.add_argument("--name", default="capacity-train", help="result file name")
+    t.set_defaults(func=train_sizes)
+    h = sub.add_parser("held-out", help="agreement and value errors on games none of the networks trained on")
+    h.add_argument("--examples", required=True, help="an example folder of whole games")
+    h.add_argument("--networks", nargs="+", required=True, help="LABEL=CHECKPOINT ...")
+    h.add_argument("--name", default="capacity-held-out", help="result file name")
+    h.set_defaults(func=held_out)
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

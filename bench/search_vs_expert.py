@@ -3,7 +3,8 @@ search's pills go.
 
 Plays the expert, the network alone (``policy``) and the network with search (``net-mcts-N``, and
 optionally variants of its utility or PUCT settings, no retraining, and with --against the same
-search and network-alone agents with other networks) on the same games at one level: by
+search and network-alone agents with other networks; with --alone the networks alone only) on the
+same games at one level: by
 default the rounds bench's 100 evaluation games (`EvalConfig` with its seed 2024: NES rules, the
 2,000-pill cap counting as a failure); with ``--tuning`` as many games drawn from the training seeds
 (never evaluation seeds, `is_evaluation_seed`), for trying search settings. For each agent: wins

@@ -27,6 +27,7 @@ f32b4=runs/big/nets/f32b4/checkpoints/latest.pt ...`.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -95,13 +96,14 @@ def train_sizes(args: argparse.Namespace) -> None:
             rc = process.wait()
         result_file = run_dir / "train_result.json"
         result = json.loads(result_file.read_text()) if rc == 0 and result_file.exists() else {}
-        metrics = (run_dir / "metrics.csv").read_text().splitlines() if (run_dir / "metrics.csv").exists() else []
-        train_rows = [row.split(",") for row in metrics[1:] if row.split(",")[4] == "train"]
+        metrics = run_dir / "metrics.csv"
+        rows = list(csv.DictReader(metrics.read_text().splitlines())) if metrics.exists() else []
+        last = next((row for row in reversed(rows) if row["split"] == "train"), None)
         figures[size] = {
             "exit": rc,
             "steps": result.get("step"),
-            "seconds": float(train_rows[-1][3]) if train_rows else None,
-            "samples per s (last log)": float(train_rows[-1][6]) if train_rows else None,
+            "seconds": float(last["time_s"]) if last else None,
+            "samples per s (last log)": float(last["samples_per_s"]) if last else None,
             "held-out losses (the training's own 5% of games)": result.get("test"),
             "train losses": result.get("train"),
             "examples": [result.get("n_train"), result.get("n_test")],

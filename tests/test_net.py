@@ -124,6 +124,10 @@ def test_loss_by_hand():
     scaled = loss_terms(out, batch, NetConfig(**TINY))
     assert scaled["cleared"].item() == pytest.approx((0.02**2 + 0) / 2)
     assert scaled["duration"].item() == pytest.approx((0.02**2 + 0.02**2) / 2)
+    # value_weight scales the three value terms in the total only; each term is reported as it is
+    light = loss_terms(out, batch, NetConfig(**TINY, count_error="relative", value_weight=0.1))
+    assert light["won"].item() == pytest.approx(terms["won"].item())
+    assert light["total"].item() == pytest.approx(0.1 * (0.125 + 0.08 + 2.03125) + math.log(512), rel=1e-6)
 
 
 def dm_batch(won, cleared, duration, moves):

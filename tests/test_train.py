@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_net import real_examples
 
-from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint
+from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint, save_checkpoint
 from drmario.learn.net import NetConfig
 from drmario.learn.train import COLUMNS, TrainConfig, Trainer, _permutation, lr_factor, train
 
@@ -139,6 +139,18 @@ def test_resume_with_another_network_is_refused(tmp_path, examples):
         train(tiny(steps=20, net=NetConfig(filters=16, blocks=1)), tmp_path, examples)
     with pytest.warns(UserWarning, match=r"changed settings \['lr'\]"):
         train(tiny(steps=20, lr=1e-3), tmp_path, examples)
+
+
+def test_a_run_begun_before_a_network_setting_existed_resumes(tmp_path, examples):
+    train(tiny(steps=10), tmp_path, examples)
+    latest = tmp_path / "checkpoints" / "latest.pt"
+    state = read_checkpoint(latest)
+    for config in (state["config"]["net"], state["net_config"]):
+        del config["value_weight"]  # as written before the setting existed: its default, 1
+    save_checkpoint(latest, state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert train(tiny(steps=20), tmp_path, examples).step == 20
 
 
 def poisoned(examples, index: int):

@@ -23,7 +23,8 @@ def loss_terms(out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = No
     batch: a `dataset.Batch` (won, cleared, duration float[B], moves float[B, 4, 8, 16]).
     won: (w - ŵ)^2; cleared: ((c - ĉ) / max(c, 1))^2; duration: likewise (or both over COUNT_SCALE
     with cfg.count_error = "scaled"); moves: -Σ m·log m̂;
-    reg: c ||θ||^2 of net (0 without net); total = sum of all five.
+    reg: c ||θ||^2 of net (0 without net); total = cfg.value_weight x (won + cleared + duration) + moves +
+    reg (each term is reported unweighted).
     """
     won = (out.won - batch.won).square()
     if cfg.count_error == "relative":
@@ -37,5 +38,6 @@ def loss_terms(out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = No
     terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
     reg = torch.zeros((), device=out.won.device) if net is None else cfg.reg * weight_norm2(net)
     terms["reg"] = reg
-    terms["total"] = terms["won"] + terms["cleared"] + terms["duration"] + terms["moves"] + reg
+    values = terms["won"] + terms["cleared"] + terms["duration"]
+    terms["total"] = cfg.value_weight * values + terms["moves"] + reg
     return terms

@@ -56,6 +56,12 @@ class NetConfig(Settings):
         "search needs expectations); or relative, the design's (x - x^)/max(x, 1), which predicts about a third "
         "of long futures",
     )
+    value_weight: float = setting(
+        1.0,
+        "weight of the won, cleared and duration terms in the loss (the design's 1; AlphaGo Zero's network "
+        "learning from experts' games used 0.01 so as not to learn each game's outcome by heart)",
+        ge=0,
+    )
     head: Literal["conv", "design", "alphago"] = setting(
         "conv", "conv: convolutional moves, pooled values; design: one linear layer to 3 + 512; alphago: note 001"
     )

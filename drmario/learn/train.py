@@ -226,7 +226,8 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
     model.train(was_training)
     means = sums / max(n, 1)
     reg = cfg.net.reg * weight_norm2(model)
-    return torch.cat([(means.sum() + reg)[None], means, reg[None]])
+    weights = torch.tensor([cfg.net.value_weight] * 3 + [1.0], device=device)  # the total as loss_terms weighs it
+    return torch.cat([((weights * means).sum() + reg)[None], means, reg[None]])
 
 
 def _permutation(n: int, seed: int, epoch: int, device: torch.device) -> torch.Tensor:
@@ -273,13 +274,14 @@ def _resume_from(ckpt_dir: Path) -> tuple[Path, dict] | None:
 
 
 def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
-    if saved.get("net") != cfg.net.to_dict():
-        a, b = saved.get("net") or {}, cfg.net.to_dict()
+    # a checkpoint from before a setting existed holds its default
+    a, b = {**NetConfig().to_dict(), **(saved.get("net") or {})}, cfg.net.to_dict()
+    if a != b:
         diff = ", ".join(f"{k}: {a.get(k)!r} -> {b[k]!r}" for k in b if a.get(k) != b[k])
         raise CheckpointError(
             f"checkpoint {path} holds a run of another network ({diff}); use another run_dir or the same NetConfig"
         )
-    new = cfg.to_dict()
+    new, saved = cfg.to_dict(), {**saved, "net": a}
     changed = [k for k in new if k not in RESUMABLE and saved.get(k) != new[k]]
     if changed:
         warnings.warn(

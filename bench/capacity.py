@@ -8,7 +8,9 @@ size rather than of the method. This bench separates size from data and steps:
 
 - `train` (on a GPU machine) trains networks of several sizes on the same example folders with the
   same settings and seed (the CPU profile's round-0 settings, with the batch, steps and learning rate
-  given), all at once, one process each; every run directory gets its checkpoint, metrics and
+  given; with --value-weights, each size also with lighter value terms in the loss, as AlphaGo Zero's
+  network learning from experts' games had), all at once, one process each; every run directory gets
+  its checkpoint, metrics and
   train_result.json (with --export, the network alone and its curves go to one folder); the figures
   (time, samples/s, held-out losses of the training's own split) go to
   bench/results/capacity-train-MACHINE.json.
@@ -71,21 +73,23 @@ def train_sizes(args: argparse.Namespace) -> None:
 
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     runs = {}
-    for size in args.sizes.split(","):
+    for size, weight in [(s, float(w)) for s in args.sizes.split(",") for w in args.value_weights.split(",")]:
         filters, blocks = (int(x) for x in size.split("x"))
-        run_dir = args.out / f"f{filters}b{blocks}"
+        light = "" if weight == 1 else f"-vw{weight:g}"  # the value terms' weight, where not the design's 1
+        run_dir = args.out / f"f{filters}b{blocks}{light}"
         run_dir.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable, "-m", "drmario", "train", str(run_dir), *args.data, "--no-progress",
             "--threads", str(args.threads), *BASE_FLAGS, "--filters", str(filters), "--blocks", str(blocks),
             "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lr", str(args.lr),
-            "--warmup-steps", str(args.warmup_steps), "--reg", str(args.reg), "--device", args.device,
+            "--warmup-steps", str(args.warmup_steps), "--reg", str(args.reg), "--value-weight", str(weight),
+            "--device", args.device,
             "--amp", str(args.amp).lower(), "--compile", "false", "--log-every", str(max(args.steps // 40, 1)),
             "--eval-every", str(max(args.steps // 8, 1)), "--checkpoint-every", str(max(args.steps // 4, 1)),
             "--keep-checkpoints", "1",
         ]  # fmt: skip
         with open(run_dir / "train.log", "w") as log:  # the child keeps its own copy of the file
-            runs[size] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), run_dir)
+            runs[size + light] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), run_dir)
     figures = {}
     deadline = start + args.limit_s
     for size, (process, run_dir) in runs.items():
@@ -155,6 +159,7 @@ def main() -> None:
     t.add_argument("--lr", type=float, default=0.002)
     t.add_argument("--warmup-steps", type=int, default=500)
     t.add_argument("--reg", type=float, default=1e-4, help="weight of the L2 regulariser")
+    t.add_argument("--value-weights", default="1", help="W,...: each size also with these weights of the value terms")
     t.add_argument("--device", default="cuda")
     t.add_argument("--amp", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast on CUDA")
     t.add_argument("--threads", type=int, default=2, help="torch CPU threads per training")

@@ -31,7 +31,7 @@ def shipped_network(name: str = "small") -> Path:
 
 
 def profile_path(name: str | Path) -> Path:
-    """A profile file: a path, or the name of one of the kit's profiles (``ci``, ``cpu``, ``gpu``)."""
+    """A profile file: a path, or the name of one of the kit's profiles (``ci``, ``cpu``, ``gpu``, ``gpu-quick``)."""
     path = Path(name)
     if path.is_file():
         return path

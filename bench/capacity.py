@@ -10,9 +10,8 @@ size rather than of the method. This bench separates size from data and steps:
   same settings and seed (the CPU profile's round-0 settings, with the batch, steps and learning rate
   given; with --value-weights, each size also with lighter value terms in the loss, as AlphaGo Zero's
   network learning from experts' games had), all at once, one process each; every run directory gets
-  its checkpoint, metrics and
-  train_result.json (with --export, the network alone and its curves go to one folder); the figures
-  (time, samples/s, held-out losses of the training's own split) go to
+  its checkpoint, metrics and train_result.json (with --export, the network alone and its curves go to
+  one folder); the figures (time, samples/s, held-out losses of the training's own split) go to
   bench/results/capacity-train-MACHINE.json.
 - `held-out` measures LABEL=CHECKPOINT networks on examples of games none of them trained on (expert
   games from another seed): agreement with the expert's move, the cross-entropy of its moves, the

@@ -17,14 +17,26 @@ def weight_norm2(net: nn.Module) -> torch.Tensor:
     return torch.stack([p.float().square().sum() for p in net.parameters()]).sum()
 
 
+def total_loss(
+    won: torch.Tensor,
+    cleared: torch.Tensor,
+    duration: torch.Tensor,
+    moves: torch.Tensor,
+    reg: torch.Tensor,
+    cfg: NetConfig,
+) -> torch.Tensor:
+    """The loss the optimiser sees, from its terms (scalar tensors): value_weight x (won + cleared +
+    duration) + moves + reg."""
+    return cfg.value_weight * (won + cleared + duration) + moves + reg
+
+
 def loss_terms(out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The design's loss, each term a batch mean (a scalar tensor), plus "reg" and "total".
 
     batch: a `dataset.Batch` (won, cleared, duration float[B], moves float[B, 4, 8, 16]).
     won: (w - ŵ)^2; cleared: ((c - ĉ) / max(c, 1))^2; duration: likewise (or both over COUNT_SCALE
     with cfg.count_error = "scaled"); moves: -Σ m·log m̂;
-    reg: c ||θ||^2 of net (0 without net); total = cfg.value_weight x (won + cleared + duration) + moves +
-    reg (each term is reported unweighted).
+    reg: c ||θ||^2 of net (0 without net); total: `total_loss` (the other terms are reported unweighted).
     """
     won = (out.won - batch.won).square()
     if cfg.count_error == "relative":
@@ -38,6 +50,5 @@ def loss_terms(out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = No
     terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
     reg = torch.zeros((), device=out.won.device) if net is None else cfg.reg * weight_norm2(net)
     terms["reg"] = reg
-    values = terms["won"] + terms["cleared"] + terms["duration"]
-    terms["total"] = cfg.value_weight * values + terms["moves"] + reg
+    terms["total"] = total_loss(terms["won"], terms["cleared"], terms["duration"], terms["moves"], reg, cfg)
     return terms

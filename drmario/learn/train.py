@@ -43,7 +43,7 @@ from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_state, read_checkpoint, save_checkpoint
 from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index
 from drmario.learn.device import resolve_device
-from drmario.learn.loss import loss_terms, weight_norm2
+from drmario.learn.loss import loss_terms, total_loss, weight_norm2
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player
 from drmario.progress import tqdm
@@ -226,8 +226,8 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
     model.train(was_training)
     means = sums / max(n, 1)
     reg = cfg.net.reg * weight_norm2(model)
-    weights = torch.tensor([cfg.net.value_weight] * 3 + [1.0], device=device)  # the total as loss_terms weighs it
-    return torch.cat([((weights * means).sum() + reg)[None], means, reg[None]])
+    won, cleared, duration, moves = means
+    return torch.cat([total_loss(won, cleared, duration, moves, reg, cfg.net)[None], means, reg[None]])
 
 
 def _permutation(n: int, seed: int, epoch: int, device: torch.device) -> torch.Tensor:

@@ -506,7 +506,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="ci", help="a profile file, or one of the kit's: ci, cpu, gpu, gpu-quick")
+    from drmario.run.kit import kit_profiles
+
+    kits = ", ".join(kit_profiles())
+    p.add_argument("--profile", default="ci", help=f"a profile file, or one of the kit's: {kits}")
     p.add_argument("--run-dir", help="run directory (default runs/<profile name>)")
     p.add_argument(
         "--rounds", type=int, default=1, help="training rounds: 1 is 01 -> 02 -> 03; each more adds 04 -> 02 -> 03"

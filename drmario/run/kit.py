@@ -30,8 +30,13 @@ def shipped_network(name: str = "small") -> Path:
     return path
 
 
+def kit_profiles() -> list[str]:
+    """The names of the kit's profiles (``params/*.yaml``: ci, cpu, gpu, ...)."""
+    return sorted(p.stem for p in kit_dir("params").glob("*.yaml"))
+
+
 def profile_path(name: str | Path) -> Path:
-    """A profile file: a path, or the name of one of the kit's profiles (``ci``, ``cpu``, ``gpu``, ``gpu-quick``)."""
+    """A profile file: a path, or the name of one of the kit's profiles (`kit_profiles`)."""
     path = Path(name)
     if path.is_file():
         return path
@@ -39,5 +44,5 @@ def profile_path(name: str | Path) -> Path:
         shipped = kit_dir("params") / f"{name}.yaml"
         if shipped.is_file():
             return shipped
-    kits = ", ".join(sorted(p.stem for p in kit_dir("params").glob("*.yaml")))
+    kits = ", ".join(kit_profiles())
     raise FileNotFoundError(f"no profile {name!r}: give a YAML file or one of the kit's profiles: {kits}")

@@ -1,7 +1,7 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
 against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
-n-step targets; and the GPU benchmarks' training paths, small on the CPU."""
+n-step targets; endgame.py's branches; and the GPU benchmarks' training paths, small on the CPU."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 from drmario.engine.level import is_evaluation_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import endgame  # noqa: E402
 import one_round  # noqa: E402
 import short_targets  # noqa: E402
 import td_targets  # noqa: E402
@@ -106,3 +107,19 @@ def test_value_consistency_measures_the_fall_of_predictions_within_each_game():
     assert figures["predicted pills to the end: fall per pill placed (1 if consistent)"] == (0.5 + 1 + 1) / 3
     assert figures["predicted viruses to clear: fall per pill placed"] == (0 + 1 + 1) / 3
     assert figures["true viruses to clear: fall per pill placed"] == (1 + 1 + 0) / 3
+
+
+def test_an_end_game_played_on_from_its_branch_is_the_rest_of_the_same_game():
+    from drmario.engine.game import Game
+    from drmario.play.lockstep import GameSpec, play_lockstep
+    from drmario.run.agents import make_agent
+
+    expert = make_agent("expert")
+    spec = GameSpec(0, 1234, 6)
+    start = endgame.branch(spec, expert, 3, base_seed=5)
+    assert start is not None and start.viruses_left <= 3 < Game(1234, 6).viruses_left
+    [row] = endgame.finish(expert, [(spec, start)], max_pills=500, base_seed=5)
+    [whole] = play_lockstep(expert, [spec], base_seed=5)  # the same game played through in one go
+    assert row["outcome"] == whole.outcome == "won"
+    assert row["pills_before"] + row["pills"] == whole.pills_used
+    assert start.pills_used == row["pills_before"]  # the branch itself is not played on

@@ -310,6 +310,24 @@ def test_a_warm_start_begins_from_the_given_network(tmp_path, examples):
         Trainer(tiny(steps=10, init=str(first.checkpoint), net=NetConfig(filters=4, blocks=1)), tmp_path / "other")
 
 
+def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, examples):
+    first = train(tiny(steps=10), tmp_path / "first", examples)
+    started = read_checkpoint(first.checkpoint)["model"]
+    refit = train(tiny(steps=10, lr=0.01, init=str(first.checkpoint), learn="values"), tmp_path / "values", examples)
+    ended = read_checkpoint(refit.checkpoint)["model"]
+    value_head = ("pool.", "value_fc.")
+    changed = {name for name in started if not torch.equal(started[name], ended[name])}
+    assert changed and all(name.startswith(value_head) for name in changed)  # batch-norm statistics included
+    assert any(name.startswith("value_fc.") for name in changed)
+    planes = torch.rand(4, 24, 8, 16)
+    before, after = load_net(first.checkpoint).eval(), load_net(refit.checkpoint).eval()
+    with torch.no_grad():
+        assert torch.equal(before(planes).moves, after(planes).moves)
+        assert not torch.equal(before(planes).duration, after(planes).duration)
+    with pytest.raises(ValueError, match="learn = values: needs init"):
+        tiny(learn="values")
+
+
 def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_decision_later(examples):
     from drmario.learn.dataset import later_index
     from drmario.learn.net import DrMarioNet

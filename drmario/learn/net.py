@@ -195,6 +195,32 @@ class DrMarioNet(nn.Module):
         scalars = self.value_fc(F.relu(self.value(x)).flatten(1))  # [B, 3]
         return heads_to_outputs(scalars, logits, legal)
 
+    def value_head(self) -> list[nn.Module]:
+        """The modules that only the won, cleared and duration outputs read."""
+        if self.cfg.head == "conv":
+            return [self.pool, self.value_fc]
+        if self.cfg.head == "alphago":
+            return [self.value, self.value_fc]
+        raise ValueError("head 'design' is one layer shared by the moves and the values: it has no value head")
+
+    def learn_values_only(self) -> DrMarioNet:
+        """Freeze everything but `value_head` (the moves output stays exactly as it is); the frozen
+        modules stay in eval mode, so their batch norms keep their statistics. Returns self."""
+        learning = {id(p) for m in self.value_head() for p in m.parameters()}
+        for p in self.parameters():
+            p.requires_grad_(id(p) in learning)
+        self.values_only = True
+        return self.train(self.training)
+
+    def train(self, mode: bool = True) -> DrMarioNet:
+        super().train(mode)
+        if getattr(self, "values_only", False):
+            head = self.value_head()
+            for m in self.children():
+                if not any(m is h for h in head):
+                    m.eval()
+        return self
+
     def fuse_bn(self) -> DrMarioNet:
         """Fold every batch norm into its convolution (eval mode; the module stays fused). Returns self."""
         self.eval()

@@ -77,6 +77,13 @@ class TrainConfig(Settings):
     init: str | None = setting(
         None, "a network checkpoint whose weights start the training (a warm start); None: fresh weights"
     )
+    learn: Literal["all", "values"] = setting(
+        "all",
+        "all: every weight learns; values: only the value head (won, cleared, duration) learns, init's trunk and "
+        "moves head stay frozen (the moves output is init's exactly): the values refitted on games the network "
+        "never saw, as AlphaGo trained its value network on one position per game, since a network learns each "
+        "game's outcome by heart from many positions of it",
+    )
     optimizer: Literal["sgd", "adamw"] = setting(
         "adamw",
         "adamw (every profile's) or sgd (momentum 0.9, Nesterov; bench/net.py times the design network with it)",
@@ -112,6 +119,14 @@ class TrainConfig(Settings):
     max_skips: int = setting(100, "skip mode: stop after this many skipped steps", ge=0)
     progress: bool = setting(True, "show a progress bar")
 
+    def check(self) -> list[str]:
+        problems = []
+        if self.learn == "values" and self.init is None:
+            problems.append("learn = values: needs init, the network whose values are refitted")
+        if self.learn == "values" and self.net.head == "design":
+            problems.append("learn = values: head 'design' is one layer shared by the moves and the values")
+        return problems
+
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
         return cls.from_dict(json.loads(Path(path).read_text()))
@@ -145,9 +160,11 @@ def init_distributed(device: torch.device) -> tuple[int, int]:
 
 
 def make_optimizer(net: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """The optimiser of the weights that learn (all but frozen ones)."""
+    weights = [p for p in net.parameters() if p.requires_grad]
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9, nesterov=True)
-    return torch.optim.AdamW(net.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=0.0)  # c‖θ‖² is in the loss
+        return torch.optim.SGD(weights, lr=cfg.lr, momentum=0.9, nesterov=True)
+    return torch.optim.AdamW(weights, lr=cfg.lr, betas=cfg.betas, weight_decay=0.0)  # c‖θ‖² is in the loss
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -323,6 +340,8 @@ class Trainer:
             torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels
         torch.manual_seed(cfg.seed)
         self.model = model = DrMarioNet(cfg.net).to(device)
+        if cfg.learn == "values":
+            model.learn_values_only()
         if self.cuda and cfg.channels_last:
             self.model = model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # (stubs)
         self.opt = make_optimizer(model, cfg)

@@ -1,7 +1,7 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
 against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
-n-step targets; endgame.py's branches; and the GPU benchmarks' training paths, small on the CPU."""
+n-step targets; endgame.py's branches; pair.py's tables; and the GPU benchmarks' training paths, small on the CPU."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from drmario.engine.level import is_evaluation_seed
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import endgame  # noqa: E402
 import one_round  # noqa: E402
+import pair  # noqa: E402
 import short_targets  # noqa: E402
 import td_targets  # noqa: E402
 import value_ranking  # noqa: E402
@@ -123,3 +124,14 @@ def test_an_end_game_played_on_from_its_branch_is_the_rest_of_the_same_game():
     assert row["outcome"] == whole.outcome == "won"
     assert row["pills_before"] + row["pills"] == whole.pills_used
     assert start.pills_used == row["pills_before"]  # the branch itself is not played on
+
+
+def test_two_runs_tables_pair_game_by_game(tmp_path):
+    header = "agent,seed,level,outcome,pills,viruses_cleared,viruses,seconds\n"
+    (tmp_path / "new.csv").write_text(header + "a,5,20,won,150,84,84,1\na,9,20,won,160,84,84,1\n")
+    (tmp_path / "old.csv").write_text(header + "b,5,20,won,168,84,84,1\nb,9,20,pill_cap,2000,83,84,1\n")
+    new, old = pair.records(tmp_path / "new.csv", "a"), pair.records(tmp_path / "old.csv", "b")
+    assert old[1].outcome is None  # a game cut at the pill cap is not won
+    result = pair.compare(new, old)
+    assert (result.new_wins, result.old_wins, result.both_won) == (2, 1, 1)
+    assert abs(result.ppv_diff - (150 - 168) / 84) < 1e-9

@@ -151,6 +151,7 @@ class DrMarioNet(nn.Module):
     def __init__(self, cfg: NetConfig | None = None) -> None:
         super().__init__()
         self.cfg = cfg = cfg or NetConfig()
+        self.values_only = False  # `learn_values_only`
         f = cfg.filters
         self.stem = ConvBN(cfg.planes, f, cfg.kernel)
         self.blocks = nn.Sequential(*[Residual(f, cfg.kernel, cfg.leak) for _ in range(cfg.blocks)])
@@ -213,8 +214,9 @@ class DrMarioNet(nn.Module):
         return self.train(self.training)
 
     def train(self, mode: bool = True) -> DrMarioNet:
+        """nn.Module.train, except that after `learn_values_only` the frozen modules stay in eval mode."""
         super().train(mode)
-        if getattr(self, "values_only", False):
+        if self.values_only:
             head = self.value_head()
             for m in self.children():
                 if not any(m is h for h in head):

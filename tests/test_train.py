@@ -147,6 +147,7 @@ def test_a_run_begun_before_a_network_setting_existed_resumes(tmp_path, examples
     state = read_checkpoint(latest)
     for config in (state["config"]["net"], state["net_config"]):
         del config["value_weight"]  # as written before the setting existed: its default, 1
+    del state["config"]["learn"]  # likewise: "all"
     save_checkpoint(latest, state)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -326,6 +327,8 @@ def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, ex
         assert not torch.equal(before(planes).duration, after(planes).duration)
     with pytest.raises(ValueError, match="learn = values: needs init"):
         tiny(learn="values")
+    with pytest.raises(CheckpointError, match="learn = 'values', not 'all'"):  # its optimiser holds other weights
+        Trainer(tiny(steps=20, init=str(first.checkpoint)), tmp_path / "values")
 
 
 def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_decision_later(examples):

@@ -298,7 +298,12 @@ def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
         raise CheckpointError(
             f"checkpoint {path} holds a run of another network ({diff}); use another run_dir or the same NetConfig"
         )
-    new, saved = cfg.to_dict(), {**saved, "net": a}
+    if saved.get("learn", "all") != cfg.learn:  # the optimiser's state holds the other run's weights
+        raise CheckpointError(
+            f"checkpoint {path} holds a run with learn = {saved.get('learn', 'all')!r}, not {cfg.learn!r}: "
+            "use another run_dir or the same setting"
+        )
+    new, saved = cfg.to_dict(), {**TrainConfig().to_dict(), **saved, "net": a}
     changed = [k for k in new if k not in RESUMABLE and saved.get(k) != new[k]]
     if changed:
         warnings.warn(

@@ -42,13 +42,14 @@ from drmario.run.agents import make_agents
 from drmario.search.core import Position
 
 
-def branch(spec: GameSpec, expert: Agent, viruses: int, base_seed: int) -> Game | None:
-    """The game after the expert has played it down to at most `viruses` viruses (None if it ended first)."""
+def branch(spec: GameSpec, expert: Agent, viruses: int, base_seed: int, max_pills: int = 2000) -> Game | None:
+    """The game after the expert has played it down to at most `viruses` viruses (None if it ended,
+    or reached max_pills, first)."""
     game = Game(spec.seed, spec.level, stall_limit=None)
-    while not game.over and game.viruses_left > viruses:
+    while not game.over and game.viruses_left > viruses and game.pills_used < max_pills:
         seed = decision_seed(base_seed, spec.number, game.pills_used)
         game.play(expert.choose([Position.of(game)], [seed])[0].move)
-    return None if game.over else game
+    return None if game.over or game.viruses_left > viruses else game
 
 
 def finish(agent: Agent, starts: list[tuple[GameSpec, Game]], max_pills: int, base_seed: int) -> list[dict]:
@@ -91,12 +92,13 @@ def summarise(table: pd.DataFrame) -> dict:
         low, high = bootstrap_interval(part.pills.to_numpy(float))
         entry = {
             "finished (won)": f"{int(done.sum())}/{len(part)}",
-            "pills from the branch: mean (bootstrap 95%)": f"{part.pills.mean():.2f} ({low:.2f}-{high:.2f})",
+            # every game, a lost or capped one with the pills it took (the outcomes are beside them)
+            "pills from the branch, all games: mean (bootstrap 95%)": f"{part.pills.mean():.2f} ({low:.2f}-{high:.2f})",
             "median, p90": [float(v) for v in np.percentile(part.pills, [50, 90])],
             "ms per move": float(part.ms_per_move.iloc[0]),
         }
-        if name != "expert":
-            both = done & (expert.outcome == "won")
+        both = done & (expert.outcome == "won")
+        if name != "expert" and both.any():
             diff = (part.pills[both] - expert.pills[both]).to_numpy(float)
             dlow, dhigh = bootstrap_interval(diff)
             entry["against the expert, games both won"] = {

@@ -7,7 +7,8 @@ save most pills per virus. This bench measures the end game on its own, paired:
 - the expert plays each game (tuning games: training seeds, never evaluation seeds) until at most
   ``--viruses`` viruses are left; that position is the game's **branch**;
 - every agent plays the rest of the game from the branch (a copy of the game, so the same pills
-  follow), each decision seeded by (game, pill) as in the arena, up to ``--max-pills`` more pills;
+  follow), as the arena plays (`play_lockstep`, each decision seeded by game and pill), up to the
+  arena's cap of ``--max-pills`` pills in all;
 - per agent: the games it finished, the pills it took from the branch (mean, bootstrap 95%
   interval), and paired against the expert on the games both finished (mean difference of pills,
   paired bootstrap 95% interval, two-sided sign-flip p), with ms per move.
@@ -26,7 +27,6 @@ Run: `python bench/endgame.py --network runs/big/nets/f64b6.pt --agents expert,n
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ from drmario.engine.game import Game
 from drmario.files import write_atomic
 from drmario.play.agents import Agent
 from drmario.play.gate import bootstrap_interval, sign_flip_p
-from drmario.play.lockstep import GameSpec, decision_seed
+from drmario.play.lockstep import GameSpec, decision_seed, play_lockstep
 from drmario.run.agents import make_agents
 from drmario.search.core import Position
 
@@ -53,31 +53,32 @@ def branch(spec: GameSpec, expert: Agent, viruses: int, base_seed: int, max_pill
 
 
 def finish(agent: Agent, starts: list[tuple[GameSpec, Game]], max_pills: int, base_seed: int) -> list[dict]:
-    """Each game played on from its branch by the agent, all games in lockstep (one batched choice per step)."""
-    games = [start.copy() for _, start in starts]
-    limits = [start.pills_used + max_pills for _, start in starts]
-    seconds, moves = 0.0, 0
-    while running := [k for k, g in enumerate(games) if not g.over and g.pills_used < limits[k]]:
-        positions = [Position.of(games[k]) for k in running]
-        seeds = [decision_seed(base_seed, starts[k][0].number, games[k].pills_used) for k in running]
-        t = time.perf_counter()
-        decisions = agent.choose(positions, seeds)
-        seconds += time.perf_counter() - t
-        moves += len(running)
-        for k, decision in zip(running, decisions):
-            games[k].play(decision.move)
+    """Each game played on from (a copy of) its branch by the agent, all in lockstep as the arena
+    plays them, until it ends or has used max_pills pills in all."""
+    branches = {spec.number: start for spec, start in starts}
+    specs = [spec for spec, _ in starts]
+    records = play_lockstep(
+        agent,
+        specs,
+        lockstep=len(specs),
+        base_seed=base_seed,
+        max_pills=max_pills,
+        start_game=lambda spec: branches[spec.number].copy(),
+    )
+    pills = sum(r.pills_used - branches[s.number].pills_used for s, r in zip(specs, records))
+    ms_per_move = round(1000 * sum(r.meta["seconds"] for r in records) / max(pills, 1), 2)
     return [
         {
             "agent": agent.name,
             "seed": spec.seed,
             "level": spec.level,
-            "viruses_at_branch": start.viruses_left,
-            "pills_before": start.pills_used,
-            "outcome": game.outcome.value if game.outcome else "pill_cap",
-            "pills": game.pills_used - start.pills_used,
-            "ms_per_move": round(1000 * seconds / max(moves, 1), 2),
+            "viruses_at_branch": branches[spec.number].viruses_left,
+            "pills_before": branches[spec.number].pills_used,
+            "outcome": record.outcome or "pill_cap",
+            "pills": record.pills_used - branches[spec.number].pills_used,
+            "ms_per_move": ms_per_move,
         }
-        for (spec, start), game in zip(starts, games)
+        for spec, record in zip(specs, records)
     ]
 
 
@@ -121,7 +122,7 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=20)
     parser.add_argument("--games", type=int, default=40)
     parser.add_argument("--seed", type=int, default=11, help="draws the tuning games")
-    parser.add_argument("--max-pills", type=int, default=500, help="pills after the branch before a game is cut")
+    parser.add_argument("--max-pills", type=int, default=2000, help="a game's pills in all before it is cut")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--name", default="endgame", help="result file name")
     args = parser.parse_args()
@@ -154,7 +155,7 @@ def main() -> None:
         "games": f"{args.games} tuning games (training seeds, drawn with seed {args.seed}) at level {args.level}",
         "branch": f"the first position with at most {args.viruses} viruses left, the expert playing until then",
         "reached the branch": len(starts),
-        "max pills after the branch": args.max_pills,
+        "max pills of a game in all": args.max_pills,
         "rules": "NES (no stalemate rule)",
         "threads": args.threads,
     }

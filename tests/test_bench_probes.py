@@ -119,7 +119,7 @@ def test_an_end_game_played_on_from_its_branch_is_the_rest_of_the_same_game():
     spec = GameSpec(0, 1234, 6)
     start = endgame.branch(spec, expert, 3, base_seed=5)
     assert start is not None and start.viruses_left <= 3 < Game(1234, 6).viruses_left
-    [row] = endgame.finish(expert, [(spec, start)], max_pills=500, base_seed=5)
+    [row] = endgame.finish(expert, [(spec, start)], max_pills=2000, base_seed=5)
     [whole] = play_lockstep(expert, [spec], base_seed=5)  # the same game played through in one go
     assert row["outcome"] == whole.outcome == "won"
     assert row["pills_before"] + row["pills"] == whole.pills_used

@@ -121,18 +121,22 @@ def play_lockstep(
     progress: str | None = None,
     timing: Timing = "free",
     speed: Speed = "med",
+    start_game: Callable[[GameSpec], Game] | None = None,
 ) -> list[GameRecord]:
     """Play the games with up to `lockstep` at once (module docstring). Returns the records in the
     order of `specs` (meta: agent name, seconds spent choosing, and ``unfinished`` if the game was
     stopped at max_pills). on_finish(record, decisions) is called as games end; progress, if given,
     labels a per-game progress bar. stall_limit None: NES rules (no stalemate). timing and speed:
-    the games' timing (`Game`)."""
+    the games' timing (`Game`). start_game(spec), if given, is the game to play on from (e.g. a copy of
+    one part-played), instead of a new game of the spec's seed and level; its settings are its own."""
     from drmario.progress import tqdm
 
     records: dict[int, GameRecord] = {}
     queue = list(reversed(specs))
 
     def new_game(spec: GameSpec) -> Game:
+        if start_game is not None:
+            return start_game(spec)
         return Game(spec.seed, spec.level, pill_mode=pill_mode, stall_limit=stall_limit, timing=timing, speed=speed)
 
     with tqdm(total=len(specs), desc=progress, unit="game", disable=progress is None, leave=False) as bar:

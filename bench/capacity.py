@@ -45,7 +45,7 @@ from td_targets import value_consistency
 from drmario.learn.checkpoint import load_net, save_net
 from drmario.learn.dataset import load_examples
 from drmario.learn.player import load_player
-from drmario.learn.train import move_agreement
+from drmario.learn.train import move_agreement, value_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,21 +123,19 @@ def train_sizes(args: argparse.Namespace) -> None:
 
 def held_out(args: argparse.Namespace) -> None:
     examples = load_examples(args.examples, augment=False, progress=False)
-    won = examples.won.astype(float)
     figures = {}
     for item in args.networks:
         label, _, path = item.partition("=")
         player = load_player(path)
         pred = player.evaluate(examples.cells, examples.pills, examples.previews, legal=examples.legal())
         agreement, cross_entropy = move_agreement(player, examples)
+        errors = value_errors(player, examples)
         figures[label] = {
             "parameters": sum(p.numel() for p in player.module.parameters()),
             "agreement with the expert's move": round(agreement, 4),
             "moves cross-entropy (nats)": round(cross_entropy, 4),
-            "won: mean squared error (targets -1, 1)": round(float(np.mean((pred.won - won) ** 2)), 4),
-            "viruses to clear: root mean square error": round(
-                float(np.sqrt(np.mean((pred.cleared - examples.cleared) ** 2))), 3
-            ),
+            "won: mean squared error (targets -1, 1)": round(errors["won: mean squared error"], 4),
+            "viruses to clear: root mean square error": round(errors["viruses cleared: RMSE"], 3),
             **{k: round(v, 4) for k, v in value_consistency(examples, pred).items()},
         }
         print(label, json.dumps(figures[label], indent=1), flush=True)

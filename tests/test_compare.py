@@ -239,6 +239,31 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     assert export.shipped_round(run) == 0
     main(["export", str(run), "--out", str(tmp_path / "nets" / "gated.pt")])
     assert [g["promoted"] for g in export.read_card(tmp_path / "nets" / "gated.pt")["gates"]] == [True, False]
+    assert export.read_card(tmp_path / "nets" / "gated.pt")["values_refit"] is None
+
+
+def test_export_ships_a_rounds_refitted_values_and_says_so(runs, tmp_path):
+    from drmario.learn.checkpoint import load_net, save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+    from drmario.run import export
+    from drmario.run.rounds import checkpoint_path, values_dir
+
+    run = runs[0]
+    trained = run / "train0" / "checkpoints" / "latest.pt"
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), trained)
+    (run / "train0" / "train_result.json").write_text(json.dumps({"step": 80}))
+    assert checkpoint_path(run, 0) == trained
+    refit = values_dir(run, 0)
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1, leak=0.2)), refit / "checkpoints" / "latest.pt")
+    (refit / "config.json").write_text(json.dumps({"init": str(trained.resolve()), "learn": "values", "steps": 20}))
+    (refit / "train_result.json").write_text(json.dumps({"step": 20}))
+    assert checkpoint_path(run, 0) == refit / "checkpoints" / "latest.pt"  # the round's network is the refit's
+    export.export_network(run, tmp_path / "refit.pt", round=0)
+    card = export.read_card(tmp_path / "refit.pt")
+    assert load_net(tmp_path / "refit.pt").cfg.leak == 0.2
+    assert card["steps"] == 80  # the training's
+    assert card["values_refit"]["train"] == {"init": "train0/checkpoints/latest.pt", "learn": "values", "steps": 20}
+    assert card["values_refit"]["steps"] == 20
 
 
 def test_settings_differences_name_what_the_runs_were_made_with(runs, capsys):

@@ -147,8 +147,11 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     ]
     train2 = steps[7]
     assert train2.parameters["data"] == [str(tmp_path / f"round{k}" / "examples") for k in range(3)]
+    assert train2.parameters["value_data"] == [str(tmp_path / "value_games" / "examples")]  # the same every round
     assert train2.output == tmp_path / "notebooks" / "02_train-round2.ipynb"
-    assert train2.products[-1] == tmp_path / "train2" / "gate.json"  # a round is done once gated
+    assert train2.products[2] == tmp_path / "train2" / "gate.json"  # a round is done once gated ...
+    assert train2.products[3] == tmp_path / "train2" / "values" / "checkpoints" / "latest.pt"  # ... and refitted
+    assert steps[0].products == (tmp_path / "round0" / "examples", tmp_path / "value_games" / "examples")
     assert all(s.parameters["run_dir"] == str(tmp_path) for s in steps)
     # 04's network is the best so far, known only once the rounds before are gated
     assert steps[6].parameters["network"] == P.LATER
@@ -160,6 +163,19 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     *_, last = P.plan(P.load_profile("ci"), tmp_path, rounds=2, baselines=True)
     assert last.notebook == "05_baselines"
     assert P.resolved(last, 2).parameters["checkpoint"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
+
+
+def test_values_refits_need_the_value_games(tmp_path):
+    profile = R.apply_overrides(P.load_profile("ci"), ["round0_data.value_games=0"])
+    with pytest.raises(SettingsError, match=r"train.value_steps = 60: needs value_data \(01's value_games"):
+        R.check_profile(profile)
+    without = R.apply_overrides(profile, ["train.value_steps=0"])
+    R.check_profile(without)
+    first, train0 = P.plan(without, tmp_path)[:2]
+    assert first.products == (tmp_path / "round0" / "examples",) and train0.parameters["value_data"] == []
+    same_seed = R.apply_overrides(P.load_profile("ci"), ["round0_data.value_seed=0"])
+    with pytest.raises(SettingsError, match="value_seed = 0: the round-0 games' seed"):
+        R.check_profile(same_seed)
 
 
 def test_a_replay_window_and_warm_starts(tmp_path):
@@ -317,8 +333,24 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
     config = json.loads((chain / "train1" / "config.json").read_text())
     assert config["data"] == [str(chain / f"round{k}" / "examples") for k in (0, 1)]  # every round's data
     assert len(load_examples(config["data"], progress=False)) > 0
+    # each round's values refitted on the value games, with the moves output the training's; the refit is the
+    # round's network (round 1 plays with round 0's)
+    values = json.loads((chain / "value_games" / "selfplay.json").read_text())
+    assert (values["games"], values["seed"]) == (CI["round0_data"]["value_games"], 1000)
+    positions = load_examples(chain / "round0" / "examples", progress=False).subset(np.arange(40))
+    for k in (0, 1):
+        refit = json.loads((chain / f"train{k}" / "values" / "config.json").read_text())
+        assert refit["learn"] == "values" and refit["data"] == [str(chain / "value_games" / "examples")]
+        assert refit["init"] == str(chain / f"train{k}" / "checkpoints" / "latest.pt")
+        before, after = (
+            load_player(chain / f"train{k}" / folder / "latest.pt").evaluate(
+                positions.cells, positions.pills, positions.previews
+            )
+            for folder in ("checkpoints", "values/checkpoints")
+        )
+        assert np.array_equal(before.moves, after.moves) and not np.array_equal(before.won, after.won)
     assert json.loads((chain / "round1" / "selfplay.json").read_text())["network"].endswith(
-        "train0/checkpoints/latest.pt"
+        "train0/values/checkpoints/latest.pt"
     )
     baselines = pd.read_csv(chain / "baselines" / "arena.csv")
     assert set(CI["baselines"]["agents"]) == set(baselines["agent"])

@@ -597,3 +597,15 @@ def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> t
         hits += int((target[np.arange(len(part)), moves.argmax(axis=1)] > 0).sum())
         cross_entropy += float(-(target * np.log(np.maximum(moves, 1e-12))).sum())
     return hits / max(n, 1), cross_entropy / max(n, 1)
+
+
+def value_errors(player: Player, examples: ExampleSet) -> dict[str, float]:
+    """How well a network predicts what followed in examples' games (best on games it never
+    trained on): the won output's mean squared error (targets -1, 1), and the root mean square
+    errors of the viruses it will clear and the pills to the end."""
+    pred = player.evaluate(examples.cells, examples.pills, examples.previews)
+    return {
+        "won: mean squared error": float(np.mean((pred.won - examples.won) ** 2)),
+        "viruses cleared: RMSE": float(np.sqrt(np.mean((pred.cleared - examples.cleared) ** 2))),
+        "pills to the end: RMSE": float(np.sqrt(np.mean((pred.duration - examples.duration) ** 2))),
+    }

@@ -16,7 +16,15 @@ import pandas as pd
 from drmario.files import file_sha256, write_atomic
 from drmario.learn.checkpoint import load_net, read_checkpoint, save_net
 from drmario.run.compare import numbered, rounds_table
-from drmario.run.rounds import ROUNDS_FILE, analysis_dir, best_round, checkpoint_path, gate_table, train_dir
+from drmario.run.rounds import (
+    ROUNDS_FILE,
+    analysis_dir,
+    best_round,
+    checkpoint_path,
+    gate_table,
+    train_dir,
+    values_dir,
+)
 
 PathLike = str | os.PathLike
 
@@ -56,6 +64,19 @@ def _in_run(path: str) -> str:
     return "/".join(Path(path).parts[-3:])
 
 
+def _training(folder: Path) -> dict[str, Any]:
+    """A training run's settings (but its data) and its data's summary, from its config.json, with
+    its steps from its train_result.json."""
+    config_file, result_file = folder / "config.json", folder / "train_result.json"
+    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    result = json.loads(result_file.read_text()) if result_file.is_file() else {}
+    return {
+        "steps": result.get("step"),
+        "train": {k: _in_run(v) if k == "init" and v else v for k, v in config.items() if k != "data"},
+        "data": [_data_summary(Path(d)) for d in config.get("data", [])],
+    }
+
+
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records"))
 
@@ -75,8 +96,8 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
     source = checkpoint_path(run_dir, round)
     state = read_checkpoint(source)  # checks the digest: a damaged checkpoint is never shipped
     out = save_net(load_net(source), Path(out))
-    train_config_file = train_dir(run_dir, round) / "config.json"
-    train_config = json.loads(train_config_file.read_text()) if train_config_file.is_file() else {}
+    training = _training(train_dir(run_dir, round))
+    refit = source.parent.parent == values_dir(run_dir, round)  # the round's values were refitted
     arena_file = analysis_dir(run_dir, round) / "arena.csv"
     pipeline_file = run_dir / "pipeline.json"
     pipeline = json.loads(pipeline_file.read_text()) if pipeline_file.is_file() else {}
@@ -85,10 +106,12 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
         "sha256": file_sha256(out),
         "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "run": {"dir": run_dir.name, "round": round, "rounds": numbered(run_dir, "train")},
-        "steps": state.get("step"),
+        "steps": training["steps"] if refit else state.get("step"),  # of the training
         "net": state["net_config"],
-        "train": {k: _in_run(v) if k == "init" and v else v for k, v in train_config.items() if k != "data"},
-        "data": [_data_summary(Path(d)) for d in train_config.get("data", [])],
+        "train": training["train"],
+        "data": training["data"],
+        # the refit of its value head on games the training never saw (02's value_steps), or None
+        "values_refit": _training(values_dir(run_dir, round)) if refit else None,
         "arena": _records(pd.read_csv(arena_file)) if arena_file.is_file() else [],
         "rounds": _records(_rounds(run_dir)),
         "gates": [{k: v for k, v in g.items() if k != "config"} for g in gate_table(run_dir)],

@@ -5,8 +5,10 @@ A run directory (``runs/<name>/``) holds::
 
     pipeline.json            the profile and overrides it was made with (a rerun must match)
     round0/ ... roundN/      self-play data of each round (selfplay.json, examples/, records/)
+    value_games/             with 01's value_games: games no training uses, for the values refits
     train0/ ... trainN/      the network trained after each round (config.json, metrics.csv,
-                             checkpoints/, train.log, train_result.json)
+                             checkpoints/, train.log, train_result.json; with 02's value_steps,
+                             values/: the refit of its value head on the value games, the round's network)
     analysis0/ ...           arena tables and games of each round's network
     notebooks/               the executed notebooks: 01_round0_data.ipynb, 02_train.ipynb,
                              03_analysis.ipynb, then 04_next_round-round1.ipynb, 02_train-round1.ipynb, ...
@@ -69,7 +71,15 @@ from drmario.run.profiles import (
     load_profile,
     section_of,
 )
-from drmario.run.rounds import GATE_FILE, analysis_dir, best_checkpoint, checkpoint_path, round_dir, train_dir
+from drmario.run.rounds import (
+    GATE_FILE,
+    analysis_dir,
+    best_checkpoint,
+    round_dir,
+    train_dir,
+    value_games_dir,
+    values_dir,
+)
 
 RECORD = "pipeline.json"
 
@@ -149,7 +159,9 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
     stand_ins = {name: PIPELINE_STAND_INS[name] for name in NOTEBOOKS["train"].pipeline_sets}
     training = build("train", {**profile.get("train", {}), **stand_ins}, devices=False)
     assert isinstance(training, TrainNotebook)
-    steps = [step("round0_data", 0, (round_dir(run_dir, 0) / "examples",))]
+    value_games = bool(profile.get("round0_data", {}).get("value_games"))
+    value_data = [str(value_games_dir(run_dir) / "examples")] if value_games else []
+    steps = [step("round0_data", 0, (round_dir(run_dir, 0) / "examples", *[Path(p) for p in value_data]))]
     for k in range(rounds):
         if k > 0:  # network: the best so far, known once the rounds before are gated (`resolved`)
             steps.append(step("next_round", k, (round_dir(run_dir, k) / "examples",), round=k, network=LATER))
@@ -158,8 +170,16 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
         warm = k > 0 and training.warm_start
         shorter = {"steps": training.warm_steps} if warm and training.warm_steps else {}
         folder = train_dir(run_dir, k)
-        products = (checkpoint_path(run_dir, k), folder / "train_result.json", folder / GATE_FILE)
-        steps.append(step("train", k, products, round=k, data=data, init=LATER if warm else None, **shorter))
+        products: tuple[Path, ...] = (
+            folder / "checkpoints" / "latest.pt",
+            folder / "train_result.json",
+            folder / GATE_FILE,
+        )
+        if training.value_steps:
+            refit = values_dir(run_dir, k)
+            products += (refit / "checkpoints" / "latest.pt", refit / "train_result.json")
+        fixed = {"data": data, "init": LATER if warm else None, "value_data": value_data}
+        steps.append(step("train", k, products, round=k, **fixed, **shorter))
         steps.append(step("analysis", k, (analysis_dir(run_dir, k) / "arena.csv",), round=k))
     if baselines:
         steps.append(step("baselines", 0, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))
@@ -202,9 +222,9 @@ def step_problem(step: Step) -> str | None:
     if missing:
         return f"it did not make {', '.join(missing)}"
     section = section_of(step.notebook)
-    if section in ("round0_data", "next_round"):  # every game of the round in a sealed, intact shard
-        problem = run_problem(step.products[0].parent)
-        return None if problem is None else f"its self-play is incomplete: {problem}"
+    if section in ("round0_data", "next_round"):  # every game of its runs in a sealed, intact shard
+        problems = [p for p in (run_problem(examples.parent) for examples in step.products) if p is not None]
+        return f"its self-play is incomplete: {'; '.join(problems)}" if problems else None
     for path in step.products:
         if path.suffix == ".json":  # the training result and the gate's record: whole JSON objects
             try:

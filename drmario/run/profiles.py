@@ -62,11 +62,27 @@ class Round0Data(Settings):
     selfplay: SelfPlayConfig = setting(
         SelfPlayConfig(search=SearchConfig(mode="expert")), "the self-play: the expert (default) or MCTS with rollouts"
     )
+    value_games: int = setting(
+        0,
+        "games played as the round-0 games are, with their own seed, that no training uses: each round's value head "
+        "is refitted on them (02's value_steps); 0: none",
+        ge=0,
+        le=10**7,
+    )
+    value_seed: int = setting(1000, "the value games' seed (apart from seed and from every round's seed + round)", ge=0)
     show_examples: int = setting(3, "example positions drawn with their move targets", ge=0, le=64)
     replay_game: int = setting(0, "index of the game drawn as a replay", ge=0)
 
+    def value_games_config(self) -> SelfPlayConfig | None:
+        """The value games' self-play (None without value games)."""
+        if not self.value_games:
+            return None
+        return self.selfplay.replace(games=self.value_games, seed=self.value_seed)
+
     def check(self) -> list[str]:
         problems = []
+        if self.value_games and self.value_seed == self.selfplay.seed:
+            problems.append(f"value_seed = {self.value_seed}: the round-0 games' seed; the value games need their own")
         if self.selfplay.search.mode not in NO_NETWORK:
             problems.append(f"mode = {self.selfplay.search.mode!r}: round-0 data is made without a network")
         if self.replay_game >= self.selfplay.games:
@@ -88,12 +104,41 @@ class TrainNotebook(Settings):
         False, "the pipeline starts rounds after 0 from the best network so far (init), not from fresh weights"
     )
     warm_steps: int = setting(0, "optimiser steps of a warm-started round (0: steps, as round 0)", ge=0)
+    value_data: list[str] = setting([], "the value games' examples (the pipeline sets 01's value games)")
+    value_steps: int = setting(
+        0,
+        "after training, optimiser steps of the values refit on value_data (learn: values; the moves output stays "
+        "the training's; warm-up: the first tenth); 0: no refit",
+        ge=0,
+        le=10**8,
+    )
+    value_lr: float = setting(0.001, "peak learning rate of the values refit", gt=0, le=10)
     gate: GateConfig = setting(GateConfig(), "the gate: the new network against the best so far", prefix=True)
     refresh_s: float = setting(2.0, "seconds between redraws of the live curves", ge=0.1, le=3600)
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
 
+    def values_refit(self, checkpoint: str | Path) -> TrainConfig | None:
+        """The values refit of the network trained at checkpoint (None when value_steps is 0): the
+        training's settings, on value_data, from that network, only the value head learning."""
+        if not self.value_steps:
+            return None
+        return self.train.replace(
+            data=list(self.value_data),
+            init=str(checkpoint),
+            learn="values",
+            steps=self.value_steps,
+            lr=self.value_lr,
+            warmup_steps=self.value_steps // 10,
+            schedule="cosine",
+        )
+
     def check(self) -> list[str]:
-        return [] if self.train.data else ["data = []: expected example files or folders"]
+        problems = [] if self.train.data else ["data = []: expected example files or folders"]
+        if self.value_steps and not self.value_data:
+            problems.append(f"value_steps = {self.value_steps}: needs value_data (01's value_games, in a pipeline)")
+        if self.value_steps and self.train.net.head == "design":
+            problems.append("value_steps: head 'design' is one layer shared by the moves and the values")
+        return problems
 
 
 @dataclass(frozen=True)
@@ -102,7 +147,7 @@ class AnalysisNotebook(Settings):
 
     run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the tables go to {run_dir}/analysis{round}")
     round: int = setting(0, "whose network to analyse: the one trained after round {round}", ge=0)
-    checkpoint: str = setting("", "network checkpoint ('': {run_dir}/train{round}/checkpoints/latest.pt)")
+    checkpoint: str = setting("", "network checkpoint ('': round {round}'s network, its values refit's if it has one)")
     agents: list[str] = setting(
         ["random", "greedy", "mcts-16", "policy", "net-mcts-16"], "arena players (`drmario.run.agents`)"
     )
@@ -178,7 +223,7 @@ class Notebook(NamedTuple):
 # profile section -> notebook, in the order of the pipeline
 NOTEBOOKS: dict[str, Notebook] = {
     "round0_data": Notebook("01_round0_data", Round0Data, ("run_dir",)),
-    "train": Notebook("02_train", TrainNotebook, ("run_dir", "round", "data", "init")),
+    "train": Notebook("02_train", TrainNotebook, ("run_dir", "round", "data", "init", "value_data")),
     "analysis": Notebook("03_analysis", AnalysisNotebook, ("run_dir", "round")),
     "next_round": Notebook("04_next_round", NextRound, ("run_dir", "round", "network")),
     "baselines": Notebook("05_baselines", Baselines, ("run_dir", "checkpoint")),
@@ -280,6 +325,7 @@ PIPELINE_STAND_INS = {
     "run_dir": "runs/profile-check",
     "round": 1,
     "data": ["round0/examples"],
+    "value_data": ["value_games/examples"],  # [] when round0_data has no value_games (`check_profile`)
     "network": "net.pt",
     "init": None,
 }
@@ -290,13 +336,16 @@ def check_profile(profile: Mapping[str, Any], devices: bool = True) -> None:
     with devices the devices of this machine), and set nothing the pipeline sets itself. Raises
     `SettingsError` listing every problem."""
     problems = []
+    stand_ins = dict(PIPELINE_STAND_INS)
+    if not profile.get("round0_data", {}).get("value_games"):
+        stand_ins["value_data"] = []
     for section, notebook in NOTEBOOKS.items():
         values = dict(profile.get(section, {}))
         for name in notebook.pipeline_sets:
             if name in values:
                 problems.append(f"{section}.{name}: set by the pipeline, not by a profile")
-            elif name in PIPELINE_STAND_INS:
-                values[name] = PIPELINE_STAND_INS[name]
+            elif name in stand_ins:
+                values[name] = stand_ins[name]
         try:
             build(section, values, devices=devices)
         except SettingsError as e:

@@ -44,8 +44,20 @@ def analysis_dir(run_dir: str | Path, round: int) -> Path:
     return Path(run_dir) / f"analysis{round}"
 
 
+def values_dir(run_dir: str | Path, round: int) -> Path:
+    """The values refit of a round's network (02's value_steps), a training run of its own."""
+    return train_dir(run_dir, round) / "values"
+
+
+def value_games_dir(run_dir: str | Path) -> Path:
+    """The value games (01's value_games): games no training of the run uses, for the values refits."""
+    return Path(run_dir) / "value_games"
+
+
 def checkpoint_path(run_dir: str | Path, round: int) -> Path:
-    return train_dir(run_dir, round) / "checkpoints" / "latest.pt"
+    """Round `round`'s network: its values refit's checkpoint when it has one, else its training's."""
+    refit = values_dir(run_dir, round) / "checkpoints" / "latest.pt"
+    return refit if refit.is_file() else train_dir(run_dir, round) / "checkpoints" / "latest.pt"
 
 
 def read_gate(run_dir: str | Path, round: int) -> dict | None:

@@ -8,7 +8,18 @@ import pytest
 from drmario.engine.game import GameRecord
 from drmario.engine.level import EVALUATION_SEEDS, GATING_SEEDS, SELFPLAY_SEEDS
 from drmario.play.gate import GateConfig, bootstrap_interval, compare, mcnemar_p, sign_flip_p
-from drmario.run.rounds import GATE_FILE, best_checkpoint, best_round, checkpoint_path, train_dir
+from drmario.run.rounds import (
+    GATE_FILE,
+    best_checkpoint,
+    best_round,
+    checkpoint_path,
+    clear_stale_refit,
+    gate_round,
+    in_run,
+    round_of,
+    train_dir,
+    values_dir,
+)
 
 
 def records(outcomes: list[bool], pills: list[int], level: int = 20) -> list[GameRecord]:
@@ -111,6 +122,7 @@ def test_every_round_plays_the_same_evaluation_games(tmp_path):
         torch.manual_seed(k)
         save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), checkpoint_path(tmp_path, k))
         (train_dir(tmp_path, k) / GATE_FILE).write_text(json.dumps({"round": k, "promoted": promoted}))
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), values_dir(tmp_path, 0) / "checkpoints" / "latest.pt")
     evaluation = EvalConfig(levels=[0, 2], games_per_level=2, top_level_games=2, max_pills=60)
     table, played = play_rounds(tmp_path, evaluation, best_agents=["net-mcts-2"], progress=False)
     assert list(table.columns) == ROUND_COLUMNS
@@ -118,10 +130,53 @@ def test_every_round_plays_the_same_evaluation_games(tmp_path):
     seeds = {name: [(r.seed, r.level) for r in rs] for name, rs in played.items()}
     assert all(s == seeds["greedy"] for s in seeds.values())  # paired: the same games for everyone
     best = table[table["agent"] == "net-mcts-2 (best network)"]
-    assert set(best["round"]) == {0}  # round 1 was not promoted
+    assert set(best["round"]) == {0}  # round 1 was not promoted; round 0's network is its values refit
     policy = table[table["agent"] == "policy"].sort_values(["round", "level"])
     assert list(policy["round"]) == [0, 0, 1, 1] and list(policy["promoted"]) == [True, True, False, False]
     assert table.loc[table["round"] < 0, "promoted"].isna().all()
     won = table[table["wins"] > 0]
     assert (won["ppv_low"] <= won["pills_per_virus"]).all() and (won["pills_per_virus"] <= won["ppv_high"]).all()
     assert len(plot_rounds(table).axes) >= 4  # win rate and pills per virus at each level
+
+
+def test_a_rounds_network_is_its_values_refit_once_there_is_one(tmp_path):
+    import os
+
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    trained, refit = (
+        train_dir(tmp_path, 3) / "checkpoints" / "latest.pt",
+        values_dir(tmp_path, 3) / "checkpoints" / "latest.pt",
+    )
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), trained)
+    assert checkpoint_path(tmp_path, 3) == trained and in_run(trained) == "train3/checkpoints/latest.pt"
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), refit)
+    assert checkpoint_path(tmp_path, 3) == refit and round_of(refit) == 3
+    assert in_run(refit) == "train3/values/checkpoints/latest.pt" and in_run("/x/nets/a/b.pt") == "nets/a/b.pt"
+    with pytest.raises(ValueError, match="no train<k> folder"):
+        round_of("data/networks/small.pt")
+    # 02 without a refit would leave this one the round's network: refused
+    with pytest.raises(ValueError, match="holds a values refit, the round's network, but value_steps = 0"):
+        clear_stale_refit(tmp_path, 3, refitting=False)
+    assert not clear_stale_refit(tmp_path, 3, refitting=True)  # newer than the training's: kept
+    later = refit.stat().st_mtime_ns + 10**9
+    os.utime(trained, ns=(later, later))  # the training went on after the refit
+    assert clear_stale_refit(tmp_path, 3, refitting=True)
+    assert not values_dir(tmp_path, 3).exists() and checkpoint_path(tmp_path, 3) == trained
+
+
+def test_a_gate_is_played_again_for_another_network_of_the_round(tmp_path):
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    cfg = GateConfig(levels=[0], games_per_level=2, max_pills=40)
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), train_dir(tmp_path, 0) / "checkpoints" / "latest.pt")
+    first = gate_round(tmp_path, 0, cfg, log=lambda _: None)
+    assert first["network"] == "train0/checkpoints/latest.pt" and first["promoted"]
+    assert gate_round(tmp_path, 0, cfg, log=lambda _: None) == first  # the same network: not played again
+    stamp = (train_dir(tmp_path, 0) / GATE_FILE).stat().st_mtime_ns
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), values_dir(tmp_path, 0) / "checkpoints" / "latest.pt")
+    again = gate_round(tmp_path, 0, cfg, log=lambda _: None)
+    assert again["network"] == "train0/values/checkpoints/latest.pt"
+    assert (train_dir(tmp_path, 0) / GATE_FILE).stat().st_mtime_ns != stamp

@@ -22,6 +22,7 @@ from drmario.run.rounds import (
     best_round,
     checkpoint_path,
     gate_table,
+    in_run,
     train_dir,
     values_dir,
 )
@@ -55,13 +56,8 @@ def _data_summary(folder: Path) -> dict[str, Any]:
     keep = ("games", "seed", "levels", "search", "stall_limit", "stalemate_won", "max_pills")
     summary = {"folder": f"{folder.parent.name}/{folder.name}", **{k: meta[k] for k in keep if k in meta}}
     if meta.get("network"):  # the run's own path would mean nothing elsewhere: keep train<k>/...
-        summary["network"] = _in_run(meta["network"])
+        summary["network"] = in_run(meta["network"])
     return summary
-
-
-def _in_run(path: str) -> str:
-    """A checkpoint's path as train<k>/checkpoints/NAME: the run's own directory means nothing elsewhere."""
-    return "/".join(Path(path).parts[-3:])
 
 
 def _training(folder: Path) -> dict[str, Any]:
@@ -72,7 +68,7 @@ def _training(folder: Path) -> dict[str, Any]:
     result = json.loads(result_file.read_text()) if result_file.is_file() else {}
     return {
         "steps": result.get("step"),
-        "train": {k: _in_run(v) if k == "init" and v else v for k, v in config.items() if k != "data"},
+        "train": {k: in_run(v) if k == "init" and v else v for k, v in config.items() if k != "data"},
         "data": [_data_summary(Path(d)) for d in config.get("data", [])],
     }
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from drmario.files import parent_death_signal, write_atomic
 from drmario.run.pipeline import child_env
-from drmario.run.rounds import analysis_dir, round_dir, train_dir
+from drmario.run.rounds import analysis_dir, in_run, round_dir, train_dir
 from drmario.search.core import Leaves
 
 if TYPE_CHECKING:
@@ -306,7 +306,8 @@ def rounds_table(run_dir: str | Path) -> pd.DataFrame:
             row = table.loc["all"].to_dict()
             search = settings["search"]
             row["search"] = f"{search['mode']}, {search['simulations']} simulations"
-            row["network"] = Path(settings["network"]).parent.parent.name if settings.get("network") else "-"
+            network = settings.get("network")
+            row["network"] = in_run(network).removesuffix("/checkpoints/latest.pt") if network else "-"
             rows.append({"round": k, **row})
         k += 1
     if not rows:

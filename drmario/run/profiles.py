@@ -119,13 +119,16 @@ class TrainNotebook(Settings):
 
     def values_refit(self, checkpoint: str | Path) -> TrainConfig | None:
         """The values refit of the network trained at checkpoint (None when value_steps is 0): the
-        training's settings, on value_data, from that network, only the value head learning."""
+        training's settings, on value_data, from that network, only the value head learning, with
+        AdamW (value_lr is its rate) on the games' own targets (no bootstrap), as measured."""
         if not self.value_steps:
             return None
         return self.train.replace(
             data=list(self.value_data),
             init=str(checkpoint),
             learn="values",
+            optimizer="adamw",
+            bootstrap=0.0,
             steps=self.value_steps,
             lr=self.value_lr,
             warmup_steps=self.value_steps // 10,

@@ -11,6 +11,8 @@ self-play (04) and warm start use `best_round`: the newest promoted round.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,42 @@ def checkpoint_path(run_dir: str | Path, round: int) -> Path:
     return refit if refit.is_file() else train_dir(run_dir, round) / "checkpoints" / "latest.pt"
 
 
+def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
+    """Before 02 refits round `round`'s values: remove a refit older than the training's checkpoint
+    (the training went on after it, so it refits weights that are gone; it is made again) and
+    return whether one was removed. Without refitting, a refit there would stay the round's
+    network (`checkpoint_path`): ValueError saying so."""
+    refit, trained = values_dir(run_dir, round), train_dir(run_dir, round) / "checkpoints" / "latest.pt"
+    latest = refit / "checkpoints" / "latest.pt"
+    if not refitting:
+        if latest.is_file():
+            raise ValueError(
+                f"{refit} holds a values refit, the round's network, but value_steps = 0: delete that folder, or refit"
+            )
+        return False
+    if latest.is_file() and trained.is_file() and latest.stat().st_mtime_ns < trained.stat().st_mtime_ns:
+        shutil.rmtree(refit)
+        return True
+    return False
+
+
+def in_run(checkpoint: str | Path) -> str:
+    """A run's checkpoint path from its train<k> folder on (train0/checkpoints/latest.pt,
+    train0/values/checkpoints/latest.pt): the run directory's own path means nothing elsewhere.
+    A path outside any train<k> folder keeps its last three parts."""
+    parts = Path(checkpoint).parts
+    starts = [i for i, part in enumerate(parts) if re.fullmatch(r"train\d+", part)]
+    return "/".join(parts[starts[-1] :] if starts else parts[-3:])
+
+
+def round_of(checkpoint: str | Path) -> int:
+    """The round whose network a run's checkpoint is (its train<k> folder); ValueError if none."""
+    label = in_run(checkpoint)
+    if not re.match(r"train\d+/", label):
+        raise ValueError(f"{checkpoint}: not a checkpoint of a run's round (no train<k> folder)")
+    return int(label.split("/")[0].removeprefix("train"))
+
+
 def read_gate(run_dir: str | Path, round: int) -> dict | None:
     """Round `round`'s gate record, or None if it has not been gated."""
     path = train_dir(run_dir, round) / GATE_FILE
@@ -96,16 +134,21 @@ def gate_round(
 ) -> dict[str, Any]:
     """Gate round `round`'s network against the best before it (module docstring); returns the
     record written to train{round}/gate.json. A round already gated with the same settings is not
-    played again."""
+    played again (a gate record of another network of the round, e.g. before its values refit, is
+    played again)."""
     folder = train_dir(run_dir, round)
-    done = read_gate(run_dir, round)
-    if done is not None and done.get("config") == cfg.to_dict():
+    done, network = read_gate(run_dir, round), checkpoint_path(run_dir, round)
+    if (
+        done is not None
+        and done.get("config") == cfg.to_dict()
+        and done.get("network", in_run(network)) == in_run(network)
+    ):
         return done
-    agent = make_agent(cfg.agent, network=checkpoint_path(run_dir, round), device=device)
+    agent = make_agent(cfg.agent, network=network, device=device)
     records = play_gate(agent, cfg)
     write_atomic(folder / GATE_GAMES, "".join(r.to_json() + "\n" for r in records))
     best = best_round(run_dir, round)
-    entry: dict[str, Any] = {"round": round, "against": best, "config": cfg.to_dict()}
+    entry: dict[str, Any] = {"round": round, "network": in_run(network), "against": best, "config": cfg.to_dict()}
     if best is None:
         wins = sum(r.outcome == "won" for r in records)
         entry.update(promoted=True, reason="the first network: nothing to beat", wins=wins, games=len(records))
@@ -199,7 +242,7 @@ def play_rounds(
         players = make_agents(network_agents, network=checkpoint_path(run_dir, k), device=device)
         runs += [(f"{a.name} r{k}", a.name, k, a) for a in players]
     best = best_checkpoint(run_dir, max(rounds) + 1)
-    best_k = int(best.parent.parent.name.removeprefix("train"))
+    best_k = round_of(best)
     for a in make_agents(best_agents, network=best, device=device):
         runs.append((f"{a.name} best", f"{a.name} (best network)", best_k, a))
     records: dict[str, list[GameRecord]] = {}

@@ -60,6 +60,8 @@ TINY = [
     "train.eval_every=10",
     "train.log_every=5",
     "train.warmup_steps=5",
+    "round0_data.value_games=2",  # and a values refit of 5 steps on them
+    "train.value_steps=5",
     "analysis.levels=[0]",
     "analysis.games_per_level=1",
     "analysis.top_level_games=1",
@@ -119,9 +121,11 @@ def notebook(path: Path, *sources: str) -> Path:
 
 
 def fake_notebooks(folder: Path, train: tuple[str, ...]) -> Path:
-    """01 and 03 make their products and nothing else; 02 runs the given cells."""
+    """01 and 03 make their products and nothing else (01: the CI profile's round-0 and value games);
+    02 runs the given cells."""
     folder.mkdir(parents=True, exist_ok=True)
-    notebook(folder / "01_round0_data.ipynb", MAKE.format(files=["round0/examples/", "round0/selfplay.json"]))
+    games = ["round0/examples/", "round0/selfplay.json", "value_games/examples/", "value_games/selfplay.json"]
+    notebook(folder / "01_round0_data.ipynb", MAKE.format(files=games))
     notebook(folder / "02_train.ipynb", *train)
     notebook(folder / "03_analysis.ipynb", MAKE.format(files=["analysis0/arena.csv"]))
     return folder
@@ -139,7 +143,10 @@ MAKE = (
     "    else:\n"
     "        path.write_text('{{\"games\": 0}}' if name.endswith('.json') else '')"
 )
-TRAINED = MAKE.format(files=["train0/checkpoints/latest.pt", "train0/train_result.json", "train0/gate.json"])
+TRAINED = MAKE.format(  # the training, the CI profile's values refit and the gate
+    files=["train0/checkpoints/latest.pt", "train0/train_result.json", "train0/gate.json"]
+    + ["train0/values/checkpoints/latest.pt", "train0/values/train_result.json"]
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -626,6 +633,7 @@ def test_a_notebook_file_alone_never_makes_a_step_done(whole_run, tmp_path, monk
     assert not list((run / "notebooks").iterdir())  # neither the notebook nor its temporary file
     first = tiny_steps(run)[0]
     copy_run(whole_run, run / "round0")
+    copy_run(whole_run, run / "value_games")
     nbformat.write(
         nbformat.v4.new_notebook(metadata={"papermill": {"end_time": "now", "exception": None}}), first.output
     )

@@ -129,7 +129,7 @@ def held_out(args: argparse.Namespace) -> None:
         player = load_player(path)
         pred = player.evaluate(examples.cells, examples.pills, examples.previews, legal=examples.legal())
         agreement, cross_entropy = move_agreement(player, examples)
-        errors = value_errors(player, examples)
+        errors = value_errors(player, examples, pred)
         figures[label] = {
             "parameters": sum(p.numel() for p in player.module.parameters()),
             "agreement with the expert's move": round(agreement, 4),

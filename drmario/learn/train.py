@@ -45,7 +45,7 @@ from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index
 from drmario.learn.device import resolve_device
 from drmario.learn.loss import loss_terms, total_loss, weight_norm2
 from drmario.learn.net import DrMarioNet, NetConfig
-from drmario.learn.player import Player
+from drmario.learn.player import Player, Prediction
 from drmario.progress import tqdm
 from drmario.settings import Settings, setting
 
@@ -599,11 +599,12 @@ def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> t
     return hits / max(n, 1), cross_entropy / max(n, 1)
 
 
-def value_errors(player: Player, examples: ExampleSet) -> dict[str, float]:
+def value_errors(player: Player, examples: ExampleSet, pred: Prediction | None = None) -> dict[str, float]:
     """How well a network predicts what followed in examples' games (best on games it never
     trained on): the won output's mean squared error (targets -1, 1), and the root mean square
-    errors of the viruses it will clear and the pills to the end."""
-    pred = player.evaluate(examples.cells, examples.pills, examples.previews)
+    errors of the viruses it will clear and the pills to the end. pred: player's prediction on
+    examples, if already made."""
+    pred = player.evaluate(examples.cells, examples.pills, examples.previews) if pred is None else pred
     return {
         "won: mean squared error": float(np.mean((pred.won - examples.won) ** 2)),
         "viruses cleared: RMSE": float(np.sqrt(np.mean((pred.cleared - examples.cleared) ** 2))),

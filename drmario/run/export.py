@@ -23,6 +23,7 @@ from drmario.run.rounds import (
     checkpoint_path,
     gate_table,
     in_run,
+    refit_checkpoint,
     train_dir,
     values_dir,
 )
@@ -93,7 +94,7 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
     state = read_checkpoint(source)  # checks the digest: a damaged checkpoint is never shipped
     out = save_net(load_net(source), Path(out))
     training = _training(train_dir(run_dir, round))
-    refit = source.parent.parent == values_dir(run_dir, round)  # the round's values were refitted
+    refit = source == refit_checkpoint(run_dir, round)  # the round's values were refitted
     arena_file = analysis_dir(run_dir, round) / "arena.csv"
     pipeline_file = run_dir / "pipeline.json"
     pipeline = json.loads(pipeline_file.read_text()) if pipeline_file.is_file() else {}

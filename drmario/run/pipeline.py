@@ -75,8 +75,10 @@ from drmario.run.rounds import (
     GATE_FILE,
     analysis_dir,
     best_checkpoint,
+    refit_checkpoint,
     round_dir,
     train_dir,
+    trained_checkpoint,
     value_games_dir,
     values_dir,
 )
@@ -170,14 +172,9 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
         warm = k > 0 and training.warm_start
         shorter = {"steps": training.warm_steps} if warm and training.warm_steps else {}
         folder = train_dir(run_dir, k)
-        products: tuple[Path, ...] = (
-            folder / "checkpoints" / "latest.pt",
-            folder / "train_result.json",
-            folder / GATE_FILE,
-        )
+        products: tuple[Path, ...] = (trained_checkpoint(run_dir, k), folder / "train_result.json", folder / GATE_FILE)
         if training.value_steps:
-            refit = values_dir(run_dir, k)
-            products += (refit / "checkpoints" / "latest.pt", refit / "train_result.json")
+            products += (refit_checkpoint(run_dir, k), values_dir(run_dir, k) / "train_result.json")
         fixed = {"data": data, "init": LATER if warm else None, "value_data": value_data}
         steps.append(step("train", k, products, round=k, **fixed, **shorter))
         steps.append(step("analysis", k, (analysis_dir(run_dir, k) / "arena.csv",), round=k))

@@ -56,10 +56,20 @@ def value_games_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "value_games"
 
 
+def trained_checkpoint(run_dir: str | Path, round: int) -> Path:
+    """The checkpoint of a round's training (02)."""
+    return train_dir(run_dir, round) / "checkpoints" / "latest.pt"
+
+
+def refit_checkpoint(run_dir: str | Path, round: int) -> Path:
+    """The checkpoint of a round's values refit (02's value_steps)."""
+    return values_dir(run_dir, round) / "checkpoints" / "latest.pt"
+
+
 def checkpoint_path(run_dir: str | Path, round: int) -> Path:
     """Round `round`'s network: its values refit's checkpoint when it has one, else its training's."""
-    refit = values_dir(run_dir, round) / "checkpoints" / "latest.pt"
-    return refit if refit.is_file() else train_dir(run_dir, round) / "checkpoints" / "latest.pt"
+    refit = refit_checkpoint(run_dir, round)
+    return refit if refit.is_file() else trained_checkpoint(run_dir, round)
 
 
 def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
@@ -67,8 +77,11 @@ def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
     (the training went on after it, so it refits weights that are gone; it is made again) and
     return whether one was removed. Without refitting, a refit there would stay the round's
     network (`checkpoint_path`): ValueError saying so."""
-    refit, trained = values_dir(run_dir, round), train_dir(run_dir, round) / "checkpoints" / "latest.pt"
-    latest = refit / "checkpoints" / "latest.pt"
+    refit, latest, trained = (
+        values_dir(run_dir, round),
+        refit_checkpoint(run_dir, round),
+        trained_checkpoint(run_dir, round),
+    )
     if not refitting:
         if latest.is_file():
             raise ValueError(

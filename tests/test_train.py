@@ -154,6 +154,19 @@ def test_a_run_begun_before_a_network_setting_existed_resumes(tmp_path, examples
         assert train(tiny(steps=20), tmp_path, examples).step == 20
 
 
+def test_a_run_killed_between_its_step_file_and_latest_restores_latest(tmp_path, examples):
+    """Killed after writing step-N.pt but before latest.pt, at the last step: the run resumed has
+    nothing left to train, and still leaves latest.pt (the file a pipeline and every reader load)."""
+    done = train(tiny(steps=10), tmp_path, examples)
+    latest = tmp_path / "checkpoints" / "latest.pt"
+    want = read_checkpoint(latest)
+    latest.unlink()
+    again = train(tiny(steps=10), tmp_path, examples)
+    assert again.step == done.step == 10 and again.checkpoint == latest
+    got = read_checkpoint(latest)
+    assert got["step"] == 10 and all(torch.equal(got["model"][k], v) for k, v in want["model"].items())
+
+
 def poisoned(examples, index: int):
     bad = examples.subset(np.arange(len(examples)))
     bad.move_prob = bad.move_prob.copy()

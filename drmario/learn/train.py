@@ -365,6 +365,10 @@ class Trainer:
             torch.set_rng_state(ck["rng"]["torch"])
             if self.cuda and ck["rng"]["cuda"]:
                 torch.cuda.set_rng_state_all(ck["rng"]["cuda"])
+            if latest.name != "latest.pt" and self.rank == 0:
+                # killed between a step file and latest.pt (or latest.pt damaged): latest.pt is the run's
+                # network for whoever reads it, so it is restored now, not only at the next checkpoint
+                latest = save_checkpoint(self.ckpt_dir / "latest.pt", ck)
             self.checkpoint_path = latest
         elif cfg.init:  # a warm start: the weights of another run's network, a fresh optimiser
             start = read_checkpoint(cfg.init, fallback=True)  # a damaged latest.pt: its newest intact step

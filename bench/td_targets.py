@@ -46,6 +46,7 @@ from common import report
 from drmario.learn.dataset import ExampleSet, augment_colours, later_index, load_examples
 from drmario.learn.player import load_player
 from drmario.learn.train import TrainConfig, train
+from drmario.run.rounds import train_dir, trained_checkpoint
 from drmario.search.core import Prediction
 
 
@@ -62,9 +63,9 @@ def n_step_targets(examples: ExampleSet, pred_cleared: np.ndarray, pred_duration
 
 
 def prepare(run: Path, n: int, out: Path, steps: int | None) -> None:
-    base = json.loads((run / "train0" / "config.json").read_text())
+    base = json.loads((train_dir(run, 0) / "config.json").read_text())
     examples = load_examples(base["data"], augment=False, progress=False)
-    player = load_player(run / "train0" / "checkpoints" / "latest.pt")
+    player = load_player(trained_checkpoint(run, 0))
     torch.set_num_threads(2)
     t = time.perf_counter()
     pred = player.evaluate(examples.cells, examples.pills, examples.previews)
@@ -95,7 +96,7 @@ def prepare(run: Path, n: int, out: Path, steps: int | None) -> None:
 def live(run: Path, weight: float, out: Path) -> None:
     """Round 0's training again (its settings, data and seed) with `TrainConfig.bootstrap` = weight:
     the targets bootstrap one decision on from the network being trained, not a frozen one."""
-    base = json.loads((run / "train0" / "config.json").read_text())
+    base = json.loads((train_dir(run, 0) / "config.json").read_text())
     torch.set_num_threads(2)
     cfg = TrainConfig.from_dict({**base, "bootstrap": weight, "progress": False})
     result = train(cfg, out)

@@ -178,6 +178,32 @@ def test_values_refits_need_the_value_games(tmp_path):
         R.check_profile(same_seed)
 
 
+def test_an_analysis_of_a_network_replaced_since_is_not_done(tmp_path):
+    """03 is done only while its arena is newer than the round's network: turning the values refit on
+    in a run whose 03 finished makes round 0's network the refit, and 03 plays it again."""
+    analysis = next(s for s in P.plan(P.load_profile("ci"), tmp_path) if s.notebook == "03_analysis")
+    trained = tmp_path / "train0" / "checkpoints" / "latest.pt"
+    trained.parent.mkdir(parents=True)
+    trained.write_bytes(b"weights")
+    analysis.output.parent.mkdir()
+    nbformat.write(
+        nbformat.v4.new_notebook(metadata={"papermill": {"end_time": "now", "exception": None}}), analysis.output
+    )
+    arena = tmp_path / "analysis0" / "arena.csv"
+    arena.parent.mkdir()
+    arena.write_text("agent,wins\n")
+    os.utime(trained, (1e9, 1e9))
+    os.utime(arena, (2e9, 2e9))
+    assert P.step_done(analysis)
+    refit = tmp_path / "train0" / "values" / "checkpoints" / "latest.pt"
+    refit.parent.mkdir(parents=True)
+    refit.write_bytes(b"refitted weights")
+    os.utime(refit, (3e9, 3e9))
+    assert P.step_problem(analysis) == (
+        f"round 0's network train0/values/checkpoints/latest.pt is newer than its arena {arena}"
+    )
+
+
 def test_a_replay_window_and_warm_starts(tmp_path):
     profile = R.apply_overrides(
         P.load_profile("ci"), ["train.replay_rounds=2", "train.warm_start=true", "train.warm_steps=7"]

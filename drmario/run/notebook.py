@@ -50,6 +50,20 @@ def settings_table(settings: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({"value": rows})
 
 
+def training_steps(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimiser steps behind a checkpoint's weights (read_checkpoint's state): its training's,
+    and for a values refit (learn: values) the refit's too, the training's read from the network it
+    started from ("-" when that file is gone)."""
+    from drmario.learn.checkpoint import read_checkpoint
+
+    config = state.get("config") or {}
+    if config.get("learn") != "values":
+        return {"training steps": state.get("step", "-")}
+    init = config.get("init")
+    trained = read_checkpoint(init).get("step", "-") if init and Path(init).is_file() else "-"
+    return {"training steps": trained, "values refit steps": state.get("step", "-")}
+
+
 # ------------------------------------------------------------------------------------------------
 # Notebook helpers: training with live curves
 

@@ -75,6 +75,8 @@ from drmario.run.rounds import (
     GATE_FILE,
     analysis_dir,
     best_checkpoint,
+    checkpoint_path,
+    in_run,
     refit_checkpoint,
     round_dir,
     train_dir,
@@ -219,6 +221,11 @@ def step_problem(step: Step) -> str | None:
     if missing:
         return f"it did not make {', '.join(missing)}"
     section = section_of(step.notebook)
+    if section == "analysis":  # 03 played the round's network as it is now (not one replaced since, e.g. by a refit)
+        network, arena_file = checkpoint_path(step.parameters["run_dir"], step.round), step.products[0]
+        if network.is_file() and network.stat().st_mtime > arena_file.stat().st_mtime:
+            return f"round {step.round}'s network {in_run(network)} is newer than its arena {arena_file}"
+        return None
     if section in ("round0_data", "next_round"):  # every game of its runs in a sealed, intact shard
         problems = [p for p in (run_problem(examples.parent) for examples in step.products) if p is not None]
         return f"its self-play is incomplete: {'; '.join(problems)}" if problems else None

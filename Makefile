@@ -29,10 +29,10 @@ format: install
 	$(BIN)/ruff check --fix .
 
 # The suite on TEST_WORKERS processes, a test file per worker (module fixtures such as the notebook
-# chain run once): about 7 minutes on 2 cores against 14 on one.
+# chain run once), ending on its slowest tests.
 TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The notebook pipeline (01 round-0 data -> 02 training -> 03 analysis) with the small CI profile, then
 # the shipped network (data/networks/small.pt, from the cpu profile) against greedy and the expert;

@@ -1,4 +1,5 @@
-"""Independent, slow, plain-Python references, board generators and a subprocess helper for the tests."""
+"""Independent, slow, plain-Python references, board generators, a subprocess helper and the tiny
+pipeline run's settings for the tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,22 @@ import numpy as np
 
 import drmario as dm
 from drmario.engine import kernels as K
+
+# The CI profile cut to the smallest run that still goes through 01 -> 02 -> 03.
+TINY = [
+    "round0_data.games=8",  # 4 shards: Ctrl-C after the first leaves 01 half done (the kernel dies first)
+    "round0_data.games_per_shard=2",
+    "train.steps=20",
+    "train.checkpoint_every=5",
+    "train.eval_every=10",
+    "train.log_every=5",
+    "train.warmup_steps=5",
+    "round0_data.value_games=2",  # and a values refit of 5 steps on them
+    "train.value_steps=5",
+    "analysis.levels=[0]",
+    "analysis.games_per_level=1",
+    "analysis.top_level_games=1",
+]
 
 
 def reference_resting(board: dm.Board) -> set[tuple[int, int, int]]:

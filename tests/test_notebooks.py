@@ -1,7 +1,8 @@
 """The notebook pipeline: committed notebooks are clean, every parameter is a real setting of its
 type, profiles are checked before anything runs, the CI profile runs the whole chain
-(01 -> 02 -> 03 -> 04 -> 02 -> 03 -> 05) and leaves what it should, every notebook runs on its own
-with its default parameters (nbval), and the `train` and `pipeline` commands."""
+(01 -> 02 -> 03 -> 04 -> 02 -> 03 -> 05) and leaves what it should, the installed wheel runs a round
+outside the checkout, every notebook runs on its own with its default parameters (nbval), and the
+`train` and `pipeline` commands."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import TINY
 
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
@@ -298,29 +300,34 @@ def wheel_venv(tmp_path_factory) -> Path:
     return venv
 
 
-@pytest.fixture(scope="module")
-def chain(wheel_venv, tmp_path_factory) -> Path:
-    """The CI profile's whole chain, run by the installed wheel from outside the checkout."""
-    work = tmp_path_factory.mktemp("pipeline")
+@pytest.mark.slow
+def test_the_installed_wheel_runs_a_round_from_outside_the_checkout(wheel_venv, tmp_path):
+    """The wheel's pipeline finds its notebooks and profiles without the source tree: a tiny round
+    (01 -> 02 -> 03; agents without search, whose kernels a fresh install would compile for minutes)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     python = str(wheel_venv / "bin" / "python")
-    where = python_prints(python, "import drmario; print(drmario.__file__)", cwd=work, env=env)
+    where = python_prints(python, "import drmario; print(drmario.__file__)", cwd=tmp_path, env=env)
     assert str(wheel_venv) in where, f"drmario imported from {where} (not the wheel)"
-    cmd = [
-        python,
-        "-m",
-        "drmario",
-        "pipeline",
-        "--profile",
-        "ci",
-        "--run-dir",
-        "ci",
-        "--rounds",
-        "2",
-        "--baselines",
-        "--no-progress",
-    ]
-    done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1500)
+    cmd = [python, "-m", "drmario", "pipeline", "--profile", "ci", "--run-dir", "tiny", "--no-progress"]
+    for item in [*TINY, "analysis.agents=[random, greedy, policy]", "analysis.calibration_agents=[policy]"]:
+        cmd += ["--set", item]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    books = sorted((tmp_path / "tiny" / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in books] == ["01_round0_data.ipynb", "02_train.ipynb", "03_analysis.ipynb"]
+    for path in books:
+        executed_without_errors(path)
+    assert set(pd.read_csv(tmp_path / "tiny" / "analysis0" / "arena.csv")["agent"]) == {"random", "greedy", "policy"}
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    """The CI profile's whole chain, run from outside the checkout (with the checkout's interpreter,
+    whose compiled kernels the other tests share; the wheel's own run is the test above)."""
+    work = tmp_path_factory.mktemp("pipeline")
+    cmd = [sys.executable, "-m", "drmario", "pipeline", "--profile", "ci", "--run-dir", "ci", "--rounds", "2"]
+    cmd += ["--baselines", "--no-progress"]
+    done = subprocess.run(cmd, cwd=work, env=P.child_env(), capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return work / "ci"
 
@@ -389,7 +396,7 @@ def test_chain_resumes_and_refuses_other_settings(chain, capsys):
     P.run_pipeline("ci", chain, rounds=2, baselines=True, progress=False, log=lines.append)
     assert all("done already" in line for line in lines) and len(lines) == 7
     assert stamps == {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
-    with pytest.raises(ValueError, match=r"holds another run \(train\.steps: 400 -> 7\)"):
+    with pytest.raises(ValueError, match=r"holds another run \(train\.steps: 200 -> 7\)"):
         P.run_pipeline("ci", chain, overrides=["train.steps=7"], progress=False)
     args = ["pipeline", "--profile", str(ROOT / "params" / "ci.yaml"), "--run-dir", str(chain), "--no-progress"]
     assert main(args + ["--set", "train.steps=7"]) == 2

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from helpers import ctrl_c_as_in_a_terminal
+from helpers import TINY, ctrl_c_as_in_a_terminal
 
 import drmario.play.selfplay as sp
 from drmario.files import (
@@ -51,21 +51,6 @@ SETTINGS: dict[str, Any] = dict(
     games_per_shard=2,
     search=SearchConfig(mode="round0", simulations=6, round0=Round0Settings(root_rollouts=1)),
 )
-# The CI profile cut to the smallest run that still goes through 01 -> 02 -> 03.
-TINY = [
-    "round0_data.games=8",  # 4 shards: Ctrl-C after the first leaves 01 half done (the kernel dies first)
-    "round0_data.games_per_shard=2",
-    "train.steps=20",
-    "train.checkpoint_every=5",
-    "train.eval_every=10",
-    "train.log_every=5",
-    "train.warmup_steps=5",
-    "round0_data.value_games=2",  # and a values refit of 5 steps on them
-    "train.value_steps=5",
-    "analysis.levels=[0]",
-    "analysis.games_per_level=1",
-    "analysis.top_level_games=1",
-]
 
 
 def wait_for(condition, timeout: float, what: str, step: float = 0.1):
@@ -536,8 +521,8 @@ def test_refused_settings_leave_nothing_and_unfinished_steps_may_change(tmp_path
     lines: list[str] = []
     with pytest.raises(P.PipelineError, match="did not make"):  # 02 ran this time (it makes nothing here)
         P.run_pipeline("ci", run, notebooks_dir=books, log=lines.append)
-    assert "settings changed for steps not run yet: train.steps: 7 -> 400" in lines
-    with pytest.raises(ValueError, match=r"holds another run \(round0_data.games: 96 -> 4\)"):
+    assert "settings changed for steps not run yet: train.steps: 7 -> 200" in lines
+    with pytest.raises(ValueError, match=r"holds another run \(round0_data.games: 48 -> 4\)"):
         P.run_pipeline("ci", run, notebooks_dir=books, overrides=["round0_data.games=4"])  # 01 finished
 
 

@@ -194,12 +194,12 @@ def oracle_cases(batch: int, count: int, speeds: tuple[int, int], fill: tuple[fl
         )
 
 
-# 1,000 cases in all: most at fast speeds (small state spaces), fewer at slow ones where the oracle is slow.
+# 500 cases in all: most at fast speeds (small state spaces), fewer at slow ones where the oracle is slow.
 @pytest.mark.parametrize(
     "batch, count, speeds, fill, games",
-    [(b, 100, (56, 80), (0.05, 0.6), 5) for b in range(6)]
-    + [(6 + b, 100, (31, 55), (0.3, 0.6), 4) for b in range(3)]
-    + [(9, 100, (0, 30), (0.4, 0.7), 1000)],
+    [(b, 50, (56, 80), (0.05, 0.6), 5) for b in range(6)]
+    + [(6 + b, 50, (31, 55), (0.3, 0.6), 4) for b in range(3)]
+    + [(9, 50, (0, 30), (0.4, 0.7), 1000)],
 )
 def test_equals_brute_force(batch, count, speeds, fill, games):
     """The search's moves and fewest frames equal the brute force's, and every path replays."""

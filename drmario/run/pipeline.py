@@ -223,7 +223,7 @@ def step_problem(step: Step) -> str | None:
     section = section_of(step.notebook)
     if section == "analysis":  # 03 played the round's network as it is now (not one replaced since, e.g. by a refit)
         network, arena_file = checkpoint_path(step.parameters["run_dir"], step.round), step.products[0]
-        if network.is_file() and network.stat().st_mtime > arena_file.stat().st_mtime:
+        if network.is_file() and network.stat().st_mtime_ns > arena_file.stat().st_mtime_ns:
             return f"round {step.round}'s network {in_run(network)} is newer than its arena {arena_file}"
         return None
     if section in ("round0_data", "next_round"):  # every game of its runs in a sealed, intact shard

@@ -59,7 +59,9 @@ class NetConfig(Settings):
     value_weight: float = setting(
         1.0,
         "weight of the won, cleared and duration terms in the loss (the design's 1; AlphaGo Zero's network "
-        "learning from experts' games used 0.01 so as not to learn each game's outcome by heart)",
+        "learning from experts' games used 0.01 so as not to learn each game's outcome by heart). 64x6 on 8,000 "
+        "expert games: 0.1 and 16,000 steps against 1 and 8,000, held-out won error 0.074 against 0.142, agreement "
+        "68.1% against 65.1%; play level on 32 tuning games (capacity-held-out-vw, alone-f64b6-vw01-16k-tuning)",
         ge=0,
     )
     head: Literal["conv", "design", "alphago"] = setting(

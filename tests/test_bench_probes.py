@@ -1,7 +1,8 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
 against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
-n-step targets; endgame.py's branches; pair.py's tables; and the GPU benchmarks' training paths, small on the CPU."""
+n-step targets; endgame.py's branches; pair.py's tables; rollout_oracle.py's futures and rollouts; and the GPU
+benchmarks' training paths, small on the CPU."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from drmario.engine.level import is_evaluation_seed
+from drmario.engine import kernels as K
+from drmario.engine.level import MAX_SEED, MIN_SEED, is_evaluation_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import endgame  # noqa: E402
 import one_round  # noqa: E402
 import pair  # noqa: E402
+import rollout_oracle  # noqa: E402
 import short_targets  # noqa: E402
 import td_targets  # noqa: E402
 import value_ranking  # noqa: E402
@@ -135,3 +138,23 @@ def test_two_runs_tables_pair_game_by_game(tmp_path):
     result = pair.compare(new, old)
     assert (result.new_wins, result.old_wins, result.both_won) == (2, 1, 1)
     assert abs(result.ppv_diff - (150 - 168) / 84) < 1e-9
+
+
+def test_rollout_futures_throw_the_preview_first_then_the_nes_draws_of_a_random_state():
+    futures = rollout_oracle.futures((K.RED, K.BLUE), 3, np.random.default_rng(4))
+    state = int(np.random.default_rng(4).integers(MIN_SEED, MAX_SEED + 1))
+    drawn = np.empty((128, 2), np.uint8)
+    K.generate_pills(state, drawn)
+    assert futures.shape == (3, 128, 2)
+    assert (futures[:, 0] == (K.RED, K.BLUE)).all()
+    np.testing.assert_array_equal(futures[0, 1:], drawn[:-1])
+    assert not np.array_equal(futures[0, 1:], futures[1, 1:])  # each future its own draws
+
+
+def test_a_rollout_counts_the_pills_to_a_win_and_a_loss_as_lost_pills():
+    one_virus = np.zeros((K.WIDTH, K.HEIGHT), np.uint8)
+    one_virus[0, 0] = K.RED  # two red pills on it clear it
+    full = np.array([[1 + (x + 2 * y) % 3 for y in range(K.HEIGHT)] for x in range(K.WIDTH)], np.uint8)  # no move
+    pills = np.full((2, 128, 2), K.RED, np.uint8)
+    taken = rollout_oracle.rollouts((np.stack([one_virus, full]), pills, np.array([5, 7])))
+    np.testing.assert_array_equal(taken, [2.0, rollout_oracle.LOST_PILLS])

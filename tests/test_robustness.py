@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import nbformat
@@ -883,7 +884,17 @@ def test_unreadable_run_files_are_named_with_what_to_do(tmp_path, whole_run):
     assert shard_bytes(copy) == shard_bytes(whole_run)
 
 
-def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path):
+def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path, monkeypatch):
+    from drmario.play import inference
+
+    close = inference.InferenceServer.close
+
+    def close_without_stop(self, *args, **kwargs):
+        """As when the killed worker left the requests queue's lock held: the server's stop never arrives."""
+        self.requests = SimpleNamespace(put=lambda item: None)
+        return close(self, *args, **kwargs)
+
+    monkeypatch.setattr(inference.InferenceServer, "close", close_without_stop)
     cfg = server_selfplay(tmp_path)
     run, me, killed = tmp_path / "run", psutil.Process(), []
 

@@ -438,14 +438,14 @@ class InferenceServer:
             rows.append(self.stats_queue.get())
         return rows
 
-    def close(self) -> list[dict]:
-        """Stop the server (if it still runs) and release the shared memory, whatever happened to
-        the server; returns its last stats rows. Safe to call again."""
+    def close(self, wait_s: float = 60) -> list[dict]:
+        """Stop the server (if it still runs; terminated after wait_s) and release the shared
+        memory, whatever happened to the server; returns its last stats rows. Safe to call again."""
         rows: list[dict] = []
         try:
             if self.process.is_alive():
                 self.requests.put("stop")
-                self.process.join(timeout=60)
+                self.process.join(timeout=wait_s)
                 if self.process.is_alive():  # stuck: it must not outlive the run
                     self.process.terminate()
                     self.process.join(timeout=10)

@@ -174,6 +174,9 @@ def run_with_server(
                     break
             if failed:  # stop the others before the server, so none waits on it or reports it gone
                 _stop(procs)
+                # A worker killed while writing to the requests queue can leave its lock held, so the
+                # "stop" may never reach the server: give it moments, not a minute
+                server.close(wait_s=2)
                 raise RunError(_failure(failed, len(procs), run_dir))
             if server_lost:
                 server.process.join(1)

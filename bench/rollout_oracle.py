@@ -31,13 +31,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from common import report
-from value_ranking import candidates, expert_decisions, ranking_games
+from value_ranking import candidates, expert_decisions, leaf_utility, ranking_games
 
 from drmario.engine import kernels as K
 from drmario.engine.level import MAX_SEED, MIN_SEED
 from drmario.run.agents import make_agents
 from drmario.search.expert import load_weights, play_games
-from drmario.search.utility import Utility, expected_utility
+from drmario.search.utility import Utility
 
 LOST_PILLS = 1000.0  # a rollout that is not won counts this many pills
 
@@ -91,16 +91,7 @@ def main() -> None:
             continue
         pred = evaluator.evaluate(*leaves)
         left = game.viruses_left
-        utilities = [
-            expected_utility(
-                up,
-                left - afters[i].viruses_left + max(float(pred.cleared[i]), 0.0),
-                1.0 + max(float(pred.duration[i]), 0.0),
-                min(max((float(pred.won[i]) + 1.0) / 2.0, 0.0), 1.0),
-                left,
-            )
-            for i in live
-        ]
+        utilities = [leaf_utility(up, pred, i, left - afters[i].viruses_left, left) for i in live]
         pills = futures(tuple(int(c) for c in game.next_pill), args.futures, rng)
         seeds = rng.integers(1, 2**62, args.futures)
         starts = np.stack([afters[i].board.cells for i in live for _ in range(args.futures)])

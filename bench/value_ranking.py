@@ -90,6 +90,14 @@ def expert_decisions(games: list[tuple[int, int]], expert: Agent) -> Iterator[Ga
             game.play(decision.move)
 
 
+def leaf_utility(up: np.ndarray, pred, i: int, cleared: int, root_left: int) -> float:
+    """Leaf i's value as the search sees it one pill after a decision: the pill placed and the
+    `cleared` viruses, plus the network's predicted rest (pred: its outputs over the leaves)."""
+    p_win = min(max((float(pred.won[i]) + 1.0) / 2.0, 0.0), 1.0)
+    rest_cleared, rest_pills = max(float(pred.cleared[i]), 0.0), max(float(pred.duration[i]), 0.0)
+    return expected_utility(up, cleared + rest_cleared, 1.0 + rest_pills, p_win, root_left)
+
+
 def decision_rows(
     game: Game, evaluator, averaged: ColourAveraged, search: Agent | None, weights: np.ndarray, up: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -106,11 +114,7 @@ def decision_rows(
             values6[i] = values[i]
             won_only[i] = pills_only[i] = 1e6 if after.viruses_left == 0 else -1e6  # a win first, a top-out last
             continue
-        for out, p in ((values, pred), (values6, pred6)):  # a leaf: the pill placed and the viruses it
-            # cleared, plus the network's prediction of the rest
-            p_win = min(max((float(p.won[i]) + 1.0) / 2.0, 0.0), 1.0)
-            rest_cleared, rest_pills = max(float(p.cleared[i]), 0.0), max(float(p.duration[i]), 0.0)
-            out[i] = expected_utility(up, cleared + rest_cleared, 1.0 + rest_pills, p_win, root_left)
+        values[i], values6[i] = (leaf_utility(up, p, i, cleared, root_left) for p in (pred, pred6))
         won_only[i] = float(pred.won[i])
         pills_only[i] = -max(float(pred.duration[i]), 0.0)
     rows = {"expert": scores, "value": values, "value x6": values6, "won": won_only, "pills": pills_only}

@@ -179,9 +179,52 @@ def test_never_blocks_the_spawn_while_another_move_exists() -> None:
         assert not blocked[chosen]
 
 
-@pytest.mark.parametrize("depth", [1, 2])
+def placed(cells: np.ndarray, pill: tuple[int, int], move: np.ndarray) -> np.ndarray:
+    after = cells.copy()
+    K.place_and_resolve(after, *pill, *move)
+    return after
+
+
+def best_after(cells: np.ndarray, pill: tuple[int, int], weights: np.ndarray) -> float:
+    """The best evaluation over pill's placements that do not top out (-EVAL_CLAMP if none)."""
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    boards = [placed(cells, pill, m) for m in moves[: K.legal_moves_into(cells, *pill, moves)]]
+    return max((E.evaluate_board(b, weights) for b in boards if not K.spawn_blocked(b)), default=-E.EVAL_CLAMP)
+
+
+def test_depth_3_rescores_the_beam_by_the_expected_best_placement_of_the_unknown_next_pill() -> None:
+    weights = E.load_weights()
+    start = new_level(99, 14)
+    cells, pills = start.board.cells.copy(), start.pill_array
+    record = np.empty((12, 3), np.int8)
+    E.play_game(cells, pills, weights, 2, 99, 12, record)  # a board some pills into the game
+    for k in range(12):
+        K.place_and_resolve(cells, *pills[k], *record[k])
+    pill, preview = tuple(pills[12].tolist()), (K.RED, K.BLUE)
+    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
+    n = E.expert_scores(cells, *pill, *preview, weights, moves, scores, 2)
+    depth2 = scores[:n].copy()
+    assert E.expert_scores(cells, *pill, *preview, weights, moves, scores, 3) == n
+    depth3 = scores[:n]
+    open_ = np.abs(depth2) <= E.EVAL_CLAMP
+    assert np.array_equal(depth3[~open_], depth2[~open_])  # wins and losses within two pills keep their rank
+    beam = open_ & (depth3 > -2 * E.EVAL_CLAMP)
+    assert beam.sum() == min(E.DEPTH3_BEAM, open_.sum()) and np.all(depth3[open_ & ~beam] == -2 * E.EVAL_CLAMP)
+    assert depth2[beam].min() >= depth2[open_ & ~beam].max()  # the beam is the best by depth 2
+    mixed = [(a, b) for a in (1, 2, 3) for b in (1, 2, 3)]  # the 9 next pills, equally likely
+    for j in np.flatnonzero(beam):
+        after = placed(cells, pill, moves[j])
+        options = np.empty((K.MAX_MOVES, 3), np.int8)
+        boards = [placed(after, preview, m) for m in options[: K.legal_moves_into(after, *preview, options)]]
+        boards = [b for b in boards if not K.spawn_blocked(b)]
+        boards.sort(key=lambda b: -E.evaluate_board(b, weights))
+        expected = [np.mean([best_after(b, p, weights) for p in mixed]) for b in boards[: E.DEPTH3_KEEP]]
+        assert depth3[j] == pytest.approx(max(expected), rel=1e-9)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
 def test_compiled_game_loop_matches_game(depth: int) -> None:
-    seed, level = 1234, 8 if depth == 2 else 3
+    seed, level = 1234, {1: 3, 2: 8, 3: 4}[depth]
     start = new_level(seed, level)
     record = np.empty((2000, 3), np.int8)
     outcome, cleared, used = E.play_game(
@@ -190,7 +233,7 @@ def test_compiled_game_loop_matches_game(depth: int) -> None:
     game = dm.Game(seed, level, stall_limit=None)
     moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
     while not game.over:
-        preview = (int(game.next_pill.left), int(game.next_pill.right)) if depth == 2 else (0, 0)
+        preview = (int(game.next_pill.left), int(game.next_pill.right)) if depth >= 2 else (0, 0)
         seed_k = np.uint64(E.tie_seed(seed, game.pills_used))
         j = E.expert_move(
             game.board.cells,
@@ -201,6 +244,7 @@ def test_compiled_game_loop_matches_game(depth: int) -> None:
             seed_k,
             moves,
             scores,
+            depth,
         )
         assert tuple(moves[j]) == tuple(record[game.pills_used])
         game.play(dm.Move(*moves[j].tolist()))

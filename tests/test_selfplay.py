@@ -158,19 +158,26 @@ def test_epsilon_plays_random_moves_and_keeps_the_teachers_targets(tmp_path):
     assert sum(bool(t[m] > 0) for t, m in zip(expert_picks, played)) < len(played) / 2  # mostly not its picks
 
 
-def test_expert_labels_on_another_players_games(tmp_path):
+@pytest.mark.parametrize("depth", [2, 3])
+def test_expert_labels_on_another_players_games(tmp_path, depth):
     """labels = expert: the games are the search's (here round-0 MCTS), the moves targets the
-    expert's at the same positions (DAgger)."""
-    from drmario.search import expert_search
+    expert's at the same positions (DAgger), at the run's expert depth."""
+    from drmario.search import ExpertSettings, expert_search
 
-    cfg = sp.SelfPlayConfig(**{**SETTINGS, "games": 2, "labels": "expert"})
+    search = SETTINGS["search"].replace(expert=ExpertSettings(depth=depth))
+    cfg = sp.SelfPlayConfig(**{**SETTINGS, "games": 2, "labels": "expert", "search": search})
     sp.generate(cfg, tmp_path, progress=False)
     [record, *_] = sp.read_records(tmp_path)
     examples, _ = read_examples(next((tmp_path / "examples").glob("*.gz")))
     positions = [sp.Position.of(game) for game, _, _ in record.steps()]
-    for ex, result in zip(examples, expert_search(positions, list(range(len(positions))))):
+    seeds = list(range(len(positions)))
+    labels = [set(map(tuple, np.argwhere(ex.moves))) for ex in examples]
+    for ex, result in zip(examples, expert_search(positions, seeds, depth=depth)):
         assert ex.preview is not None
         assert set(map(tuple, np.argwhere(ex.moves))) == set(map(tuple, np.argwhere(result.target)))
+    if depth == 3:  # not depth 2's labels
+        depth2 = [set(map(tuple, np.argwhere(r.target))) for r in expert_search(positions, seeds, depth=2)]
+        assert labels != depth2
 
 
 def test_rescue_agent_hands_only_stalled_positions_to_the_teacher():

@@ -39,7 +39,7 @@ from drmario.play.shards import done_games, read_records, records_path, seal, se
 from drmario.play.workers import run_pool, run_with_server
 from drmario.search.config import SearchConfig
 from drmario.search.core import Evaluator, Position
-from drmario.search.expert import expert_search
+from drmario.search.expert import ExpertSettings, expert_search
 from drmario.settings import Settings, setting
 
 __all__ = ["SelfPlayConfig", "generate", "play_shard", "read_records", "summary"]
@@ -142,13 +142,16 @@ def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Agent
     return RescueAgent(agent, expert, cfg.rescue_after)
 
 
-def _targets(record: GameRecord, decisions: list[Decision], labels: str, seed: int) -> list[np.ndarray]:
-    """The moves targets of a finished game's decisions: the search's, or the expert's at the
-    same positions."""
+def _targets(
+    record: GameRecord, decisions: list[Decision], labels: str, seed: int, expert: ExpertSettings
+) -> list[np.ndarray]:
+    """The moves targets of a finished game's decisions: the search's, or the expert's (with the
+    run's expert settings) at the same positions."""
     if labels == "search":
         return [d.target for d in decisions]  # type: ignore[misc]  # (a search agent's decisions)
     positions = [Position.of(game) for game, _, _ in record.steps()]
-    return [r.target for r in expert_search(positions, [seed + i for i in range(len(positions))])]
+    seeds = [seed + i for i in range(len(positions))]
+    return [r.target for r in expert_search(positions, seeds, **expert.to_dict())]
 
 
 def _mean_kl(decisions: list[Decision]) -> float | None:
@@ -182,7 +185,8 @@ def play_shard(
             record.meta["rescued"] = sum(game.stall >= cfg.rescue_after for game, _, _ in record.steps())
         examples = []
         if record.outcome:
-            targets = _targets(record, decisions, cfg.labels, cfg.seed * 1_000_003 + record.meta["index"])
+            seed = cfg.seed * 1_000_003 + record.meta["index"]
+            targets = _targets(record, decisions, cfg.labels, seed, cfg.search.expert)
             examples = game_examples(record, targets, stalemate_won=cfg.stalemate_won)
         finished[record.meta["index"]] = (record, examples)
         if on_game is not None:

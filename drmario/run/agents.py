@@ -8,6 +8,7 @@ with the default simulations filled in (``mcts`` -> ``mcts-100``):
 ``random``          uniformly random legal placements
 ``greedy``          the one-ply greedy heuristic
 ``expert``          the depth-2 heuristic search over the pill and the NES preview (tuned weights)
+``expert3``         the same with depth 3: the expectation over the pill after the preview, on a beam
 ``mcts-N``          round-0 MCTS (no network) with N simulations, random rollouts
 ``mcts-greedy-N``   round-0 MCTS with greedy rollouts
 ``policy``          the network's move output alone (no search)
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 from drmario.play.agents import Agent, GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
 from drmario.run.kit import shipped_network
 from drmario.search.config import SearchConfig
+from drmario.search.expert import ExpertSettings
 from drmario.search.network import GumbelSettings, PuctSettings
 from drmario.search.round0 import Round0Settings
 
@@ -42,15 +44,14 @@ DEFAULT_SIMULATIONS = 100
 SEARCH_KINDS = ("mcts", "mcts-greedy", "net-mcts", "net-gumbel")
 NETWORK_KINDS = ("policy", "net-mcts", "net-gumbel")
 TORCH_KINDS = (*NETWORK_KINDS, "dqn", "td")  # the agents that run a torch network
-KINDS = ("random", "greedy", "expert", *SEARCH_KINDS, "policy", "dqn", "td")
+KINDS = ("random", "greedy", "expert", "expert3", *SEARCH_KINDS, "policy", "dqn", "td")
 AGENT_HELP = (
-    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, mcts, mcts-greedy (round-0 MCTS, "
-    "random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel (the network with search), "
-    f"dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt, policy@small (the shipped "
-    f"network; default {DEFAULT_SIMULATIONS} "
-    "simulations)"
+    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, expert3 (depth 3), mcts, "
+    "mcts-greedy (round-0 MCTS, random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel "
+    "(the network with search), dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt, "
+    f"policy@small (the shipped network; default {DEFAULT_SIMULATIONS} simulations)"
 )
-_SPEC = re.compile(r"^(?P<kind>[a-z]+(?:-[a-z]+)*?)(?:-(?P<sims>\d+))?(?:@(?P<path>.+))?$")
+_SPEC = re.compile(r"^(?P<kind>[a-z][a-z0-9]*(?:-[a-z]+)*?)(?:-(?P<sims>\d+))?(?:@(?P<path>.+))?$")
 
 
 def parse_spec(spec: str) -> tuple[str, int | None, str | None]:
@@ -114,8 +115,9 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
         return RandomAgent()
     if kind == "greedy":
         return GreedyAgent()
-    if kind == "expert":
-        return SearchAgent(SearchConfig(mode="expert"), name=name)
+    if kind in ("expert", "expert3"):
+        depth = 3 if kind == "expert3" else 2
+        return SearchAgent(SearchConfig(mode="expert", expert=ExpertSettings(depth=depth)), name=name)
     if kind in ("mcts", "mcts-greedy"):
         rollouts = Round0Settings(root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random")
         return SearchAgent(SearchConfig(mode="round0", simulations=n, round0=rollouts), name=name)

@@ -31,7 +31,8 @@ class SearchConfig(Settings):
     """The search that chooses every move of a run (recorded with the examples it makes)."""
 
     mode: Mode = setting(
-        "round0", "expert: the depth-2 heuristic search; round0: MCTS with rollouts; puct or gumbel: with a network"
+        "round0",
+        "expert: the heuristic search (depth 2, or 3); round0: MCTS with rollouts; puct or gumbel: with a network",
     )
     simulations: int = setting(200, "simulations per decision (round 0: after the root evaluation)", ge=0, le=10**6)
     pill_probs: tuple[float, ...] | None = setting(

@@ -6,6 +6,14 @@ it places and resolves it, then (depth 2, when the preview pill is given) places
 placement of the preview pill and keeps the best evaluation. Wins and top-outs are ranked above and
 below every evaluation (`WIN_NOW` > `WIN_NEXT` > evaluations > `LOSS_NEXT` > `LOSS_NOW`).
 
+Depth 3 looks one pill further, at the pill after the preview, which nobody sees yet: the
+`DEPTH3_BEAM` best moves by their depth-2 score, each with its `DEPTH3_KEEP` best preview
+placements, are scored by the best of those placements' expected value over the next pill (the NES
+draws the 9 colour pairs uniformly) of its best placement's evaluation. The other moves rank below
+the beam; wins and losses within two pills keep their depth-2 rank. At level 20 (200 games on
+training seeds) it took 1.56 pills per virus where depth 2 takes 1.88, at 3.6 times the time; a
+beam of 8 with 4 placements each took 1.54 at twice depth 3's time (bench/expert_depth.py).
+
 The weights are tuned by ``bench/tune_expert.py`` (on training seeds only) and loaded from
 ``expert_weights.json`` next to this file (`load_weights`); `DEFAULT_WEIGHTS` are only the tuner's
 starting point. `expert_search` is the search mode ``expert`` (the arena's ``expert``, the round-0
@@ -79,6 +87,14 @@ LOSS_NEXT = -1e9  # every placement of the preview pill tops out (plus the evalu
 LOSS_NOW = -2e9  # the placement blocks the spawn
 EVAL_CLAMP = 1e8
 
+# Depth 3's beam: the moves rescored, and the preview placements looked past for each.
+DEPTH3_BEAM = 4
+DEPTH3_KEEP = 3
+# The pill after the preview, its colour pairs up to order (a pill's placements cover its mirror's):
+# the 3 single colours at 1/9 each, the 3 mixed pairs at 2/9.
+NEXT_PILLS = np.array([[1, 1], [2, 2], [3, 3], [1, 2], [1, 3], [2, 3]], np.uint8)
+NEXT_PROBS = np.array([1, 1, 1, 2, 2, 2], np.float64) / 9
+
 # Outcomes of `play_game` (as kernels: 1 won, 2 topped out; 0 = the pill cap ran out).
 CAPPED, WON, TOPPED_OUT = K.RUNNING, K.WON, K.TOPPED_OUT
 
@@ -87,7 +103,12 @@ CAPPED, WON, TOPPED_OUT = K.RUNNING, K.WON, K.TOPPED_OUT
 class ExpertSettings(Settings):
     """The expert's settings."""
 
-    depth: Literal[1, 2] = setting(2, "2: the pill and the preview (when known); 1: the pill alone")
+    depth: Literal[1, 2, 3] = setting(
+        2,
+        "2: the pill and the preview (when known); 1: the pill alone; 3: also the expectation over the pill "
+        "after the preview, on a beam (1.56 pills per virus at level 20 where depth 2 takes 1.88; 3.6 times "
+        "the time)",
+    )
     temperature: float = setting(
         0.0, "the target is softmax(score / T) over the moves; 0: uniform over the tied best moves", ge=0
     )
@@ -327,21 +348,29 @@ def place_quick(board, a, b, r, x, y):
 
 
 @njit(cache=True)
-def expert_scores(cells, a, b, pa, pb, weights, moves, scores):
+def expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP):
     """Fill moves (int8[>=MAX_MOVES, 3]) with the legal moves of pill (a, b) and scores
-    (float64[>=MAX_MOVES]) with their values; depth 2 over the preview pill (pa, pb) when pa > 0,
-    depth 1 when pa == 0. Returns the number of moves (0 when the spawn is blocked)."""
+    (float64[>=MAX_MOVES]) with their values; depth 2 (or 3) over the preview pill (pa, pb) when
+    pa > 0, depth 1 when pa == 0 (depth 3's beam and keep: module docstring). Returns the number of
+    moves (0 when the spawn is blocked)."""
     n = K.legal_moves_into(cells, a, b, moves)
-    score_moves(cells, a, b, pa, pb, weights, moves, n, scores)
+    score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth, beam, keep)
     return n
 
 
 @njit(cache=True)
-def score_moves(cells, a, b, pa, pb, weights, moves, n, scores):
+def score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP):
     """`expert_scores` of the first n rows of moves (legal moves of pill (a, b), given: the NES
     timing's reachable ones, say); the preview's placements stay the timing-free ones."""
     if n == 0:
         return
+    _score_depth2(cells, a, b, pa, pb, weights, moves, n, scores)
+    if depth >= 3 and pa > 0:
+        _rescore_depth3(cells, a, b, pa, pb, weights, moves, n, scores, beam, keep)
+
+
+@njit(cache=True)
+def _score_depth2(cells, a, b, pa, pb, weights, moves, n, scores):
     scratch = np.empty((6, 128), np.int32)
     f = np.empty(N_FEATURES)
     moves2 = np.empty((K.MAX_MOVES, 3), np.int8)
@@ -375,10 +404,64 @@ def score_moves(cells, a, b, pa, pb, weights, moves, n, scores):
 
 
 @njit(cache=True)
-def expert_move(cells, a, b, pa, pb, weights, seed, moves, scores):
+def _rescore_depth3(cells, a, b, pa, pb, weights, moves, n, scores, beam, keep):
+    """Depth 3 on the beam of depth-2 scores (module docstring), in place."""
+    scratch = np.empty((6, 128), np.int32)
+    f = np.empty(N_FEATURES)
+    moves2 = np.empty((K.MAX_MOVES, 3), np.int8)
+    moves3 = np.empty((K.MAX_MOVES, 3), np.int8)
+    b1 = np.empty_like(cells)
+    b2 = np.empty_like(cells)
+    b3 = np.empty_like(cells)
+    evals = np.empty(K.MAX_MOVES)
+    taken = 0
+    for j in np.argsort(-scores[:n]):
+        if abs(scores[j]) > EVAL_CLAMP:  # a win or a loss within two pills: ranked as at depth 2
+            continue
+        if taken == beam:
+            scores[j] = -2 * EVAL_CLAMP  # below the beam, above every loss
+            continue
+        taken += 1
+        b1[:] = cells
+        place_quick(b1, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
+        m = K.legal_moves_into(b1, pa, pb, moves2)
+        for k in range(m):
+            b2[:] = b1
+            place_quick(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
+            evals[k] = -np.inf if K.spawn_blocked(b2) else _evaluate(b2, weights, scratch, f)
+        best = -2 * EVAL_CLAMP
+        for k in np.argsort(-evals[:m])[:keep]:
+            if evals[k] == -np.inf:
+                break
+            b2[:] = b1
+            place_quick(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
+            expected = 0.0
+            for c in range(NEXT_PILLS.shape[0]):
+                pill_a, pill_b = NEXT_PILLS[c, 0], NEXT_PILLS[c, 1]
+                expected += NEXT_PROBS[c] * _best_placement(b2, pill_a, pill_b, weights, moves3, b3, scratch, f)
+            best = max(best, expected)
+        scores[j] = best
+
+
+@njit(cache=True)
+def _best_placement(board, a, b, weights, moves, out, scratch, f):
+    """The best evaluation over the placements of pill (a, b) on board (out: scratch board);
+    -EVAL_CLAMP when every one tops out."""
+    m = K.legal_moves_into(board, a, b, moves)
+    best = -EVAL_CLAMP
+    for k in range(m):
+        out[:] = board
+        place_quick(out, a, b, moves[k, 0], moves[k, 1], moves[k, 2])
+        if not K.spawn_blocked(out):
+            best = max(best, _evaluate(out, weights, scratch, f))
+    return best
+
+
+@njit(cache=True)
+def expert_move(cells, a, b, pa, pb, weights, seed, moves, scores, depth=2):
     """Index into moves of the expert's choice for pill (a, b) with preview (pa, pb) (pa = 0: depth 1);
     -1 when there is no legal move. seed (nonzero) drives the tie-break."""
-    n = expert_scores(cells, a, b, pa, pb, weights, moves, scores)
+    n = expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth)
     if n == 0:
         return -1
     state = np.empty(1, np.uint64)
@@ -397,10 +480,10 @@ def tie_seed(game_seed, pill_index):
 
 
 @njit(cache=True)
-def play_game(cells, pills, weights, depth, game_seed, max_pills, record):
+def play_game(cells, pills, weights, depth, game_seed, max_pills, record, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP):
     """Play one NES game to its end with the expert (no stalemate rule) from the start board cells
     and the 128-pill list pills (uint8[128, 2], thrown in order, repeating). depth 2 looks at the
-    preview. The moves go to record (int8[>=max_pills, 3]).
+    preview, depth 3 past it. The moves go to record (int8[>=max_pills, 3]).
 
     Returns (outcome, viruses cleared, pills used); outcome CAPPED when max_pills ran out.
     """
@@ -413,7 +496,7 @@ def play_game(cells, pills, weights, depth, game_seed, max_pills, record):
     for k in range(max_pills):
         a, b = pills[k % 128, 0], pills[k % 128, 1]
         pa, pb = (pills[(k + 1) % 128, 0], pills[(k + 1) % 128, 1]) if depth >= 2 else (0, 0)
-        n = expert_scores(board, a, b, pa, pb, weights, moves, scores)
+        n = expert_scores(board, a, b, pa, pb, weights, moves, scores, depth, beam, keep)
         if n == 0:
             return TOPPED_OUT, cleared, k
         state[0] = tie_seed(game_seed, k)
@@ -430,12 +513,12 @@ def play_game(cells, pills, weights, depth, game_seed, max_pills, record):
 
 
 @njit(cache=True)
-def play_games(starts, pills, weights, depth, game_seeds, max_pills, out):
+def play_games(starts, pills, weights, depth, game_seeds, max_pills, out, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP):
     """`play_game` over a batch: starts uint8[N, 8, 16], pills uint8[N, 128, 2], game_seeds int64[N];
     out int64[N, 3] gets (outcome, viruses cleared, pills used) per game."""
     record = np.empty((max_pills, 3), np.int8)
     for i in range(starts.shape[0]):
-        o, c, p = play_game(starts[i], pills[i], weights, depth, game_seeds[i], max_pills, record)
+        o, c, p = play_game(starts[i], pills[i], weights, depth, game_seeds[i], max_pills, record, beam, keep)
         out[i, 0], out[i, 1], out[i, 2] = o, c, p
 
 
@@ -462,7 +545,7 @@ def expert_search(
     weights: str | Path | None = None,
 ) -> list[SearchResult]:
     """The expert's choice in each position: every move's score (depth 2 over the preview when it is
-    known), the best move (ties broken by the seed), and a sharp target (`expert_target`). Not a
+    known, depth 3 past it), the best move (ties broken by the seed), and a sharp target (`expert_target`). Not a
     tree search: visits are 0, the values are its scores. Under NES timing (`Position.speed_index`)
     it chooses among the reachable moves; its look at the preview stays timing-free."""
     w = load_weights(weights)
@@ -473,10 +556,10 @@ def expert_search(
         known = depth >= 2 and pos.preview is not None
         pa, pb = (int(pos.preview.left), int(pos.preview.right)) if known else (0, 0)  # type: ignore[union-attr]
         if pos.speed_index is None:
-            n = expert_scores(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, scores)
+            n = expert_scores(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, scores, depth)
         else:  # NES timing: the reachable moves only
             n = legal_moves_of(pos, moves)
-            score_moves(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, n, scores)
+            score_moves(pos.cells, int(pos.pill.left), int(pos.pill.right), pa, pb, w, moves, n, scores, depth)
         if n == 0:
             raise ValueError("a spawn cell is occupied, so there is no move to choose")
         best = K.argmax_ties(scores, n, np.array([seed | 1], np.uint64))

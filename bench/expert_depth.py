@@ -1,0 +1,107 @@
+"""Does looking one pill further than the preview save pills? The expert (depth 2: its pill, then the
+NES preview) against the same expert with a third ply: the expectation over the unknown pill after
+the preview (the NES draws the 9 colour pairs uniformly), on a beam.
+
+Depth 3 (`drmario.search.expert`, its module docstring): the expert's --beam best moves by their
+depth-2 score, each with its --keep best preview placements, are scored by max over those placements
+of E over the next pill of max over its placements of the evaluation (a third pill that tops out
+every way counts -EVAL_CLAMP). Wins and losses within two pills keep the depth-2 ranking; the other
+moves rank below the beam.
+
+Both play the same games (training seeds, or with --evaluation the arena's evaluation games; one
+level, NES rules, no stalemate rule, a pill cap that counts as a loss), paired: wins with Wilson 95%
+intervals, pills per virus (all games and won games, bootstrap 95% over games), and the paired
+difference on the games both won (bootstrap 95%).
+
+Run: ``python bench/expert_depth.py --games 200 --level 20``; ``--evaluation --games 100 --max-pills 2000``
+for the evaluation table's games. Writes bench/results/NAME-MACHINE.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from common import report
+
+from drmario.engine.level import TRAINING_SEEDS, new_level, virus_count
+from drmario.play.arena import EvalConfig, wilson
+from drmario.search import expert as E
+
+
+def play(job: tuple[int, int, int, int, int, int]) -> tuple[int, int, int]:
+    """One game (seed, level, depth, beam, keep, max_pills): (outcome, viruses cleared, pills used)."""
+    seed, level, depth, beam, keep, max_pills = job
+    made = new_level(seed, level)
+    cells, pills, weights = made.board.cells.copy(), made.pill_array, E.load_weights()
+    out = np.empty((1, 3), np.int64)
+    E.play_games(cells[None], pills[None], weights, depth, np.array([seed]), max_pills, out, beam, keep)
+    return int(out[0, 0]), int(out[0, 1]), int(out[0, 2])
+
+
+def summary(out: np.ndarray, viruses: int, rng: np.random.Generator) -> dict:
+    """Wins (Wilson 95%) and pills per virus (bootstrap 95% over games) of out int[G, 3]."""
+    won = out[:, 0] == E.WON
+    lo, hi = wilson(int(won.sum()), len(won))
+    ppv = out[:, 2].sum() / max(out[:, 1].sum(), 1)
+    idx = rng.integers(0, len(out), (2000, len(out)))
+    boot = out[idx, 2].sum(1) / np.maximum(out[idx, 1].sum(1), 1)
+    won_ppv = out[won, 2].mean() / viruses if won.any() else float("nan")
+    return {
+        "wins": int(won.sum()),
+        "win_rate_95": [round(float(lo), 3), round(float(hi), 3)],
+        "pills_per_virus": round(float(ppv), 3),
+        "pills_per_virus_95": [round(float(np.quantile(boot, q)), 3) for q in (0.025, 0.975)],
+        "pills_per_virus_won": round(float(won_ppv), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--games", type=int, default=200)
+    parser.add_argument("--level", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=77, help="draws the games (training seeds)")
+    parser.add_argument(
+        "--evaluation", action="store_true", help="the arena's evaluation games instead (EvalConfig, its seed 2024)"
+    )
+    parser.add_argument("--beam", type=int, default=E.DEPTH3_BEAM, help="moves rescored at depth 3")
+    parser.add_argument("--keep", type=int, default=E.DEPTH3_KEEP, help="preview placements per beam move")
+    parser.add_argument("--max-pills", type=int, default=1000, help="pill cap (a capped game is a loss)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--name", default="expert-depth")
+    args = parser.parse_args()
+
+    if args.evaluation:
+        seeds = [g.seed for g in EvalConfig(levels=[args.level], top_level_games=args.games).games()]
+    else:
+        seeds = np.random.default_rng(args.seed).choice(TRAINING_SEEDS, args.games, replace=False)
+    figures: dict = {}
+    results = {}
+    with ProcessPoolExecutor(args.workers) as pool:
+        for depth in (2, 3):
+            start = time.perf_counter()
+            jobs = [(int(s), args.level, depth, args.beam, args.keep, args.max_pills) for s in seeds]
+            results[depth] = np.array(list(pool.map(play, jobs, chunksize=4)), np.int64)
+            seconds = time.perf_counter() - start
+            row = summary(results[depth], virus_count(args.level), np.random.default_rng(0))
+            row["ms per pill (one core)"] = round(1000 * seconds * args.workers / results[depth][:, 2].sum(), 2)
+            figures[f"depth {depth}"] = row
+            print(depth, row, flush=True)
+    d2, d3 = results[2], results[3]
+    both = (d2[:, 0] == E.WON) & (d3[:, 0] == E.WON)
+    diff = (d3[both, 2] - d2[both, 2]) / virus_count(args.level)
+    idx = np.random.default_rng(1).integers(0, both.sum(), (4000, both.sum()))
+    boot = diff[idx].mean(1)
+    figures["depth 3 minus depth 2, pills per virus on the games both won"] = {
+        "games": int(both.sum()),
+        "mean": round(float(diff.mean()), 4),
+        "95%": [round(float(np.quantile(boot, q)), 4) for q in (0.025, 0.975)],
+        "depth 3 fewer / more / same": [int((diff < 0).sum()), int((diff > 0).sum()), int((diff == 0).sum())],
+    }
+    report(args.name, vars(args), figures)
+
+
+if __name__ == "__main__":
+    main()

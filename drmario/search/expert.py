@@ -106,8 +106,8 @@ class ExpertSettings(Settings):
     depth: Literal[1, 2, 3] = setting(
         2,
         "2: the pill and the preview (when known); 1: the pill alone; 3: also the expectation over the pill "
-        "after the preview, on a beam (1.56 pills per virus at level 20 where depth 2 takes 1.88; 3.6 times "
-        "the time)",
+        "after the preview, on a beam (1.56 pills per virus at level 20 where depth 2 takes 1.85, on the 100 "
+        "evaluation games; 3.6 times the time)",
     )
     temperature: float = setting(
         0.0, "the target is softmax(score / T) over the moves; 0: uniform over the tied best moves", ge=0

@@ -545,9 +545,10 @@ def expert_search(
     weights: str | Path | None = None,
 ) -> list[SearchResult]:
     """The expert's choice in each position: every move's score (depth 2 over the preview when it is
-    known, depth 3 past it), the best move (ties broken by the seed), and a sharp target (`expert_target`). Not a
-    tree search: visits are 0, the values are its scores. Under NES timing (`Position.speed_index`)
-    it chooses among the reachable moves; its look at the preview stays timing-free."""
+    known, depth 3 past it), the best move (ties broken by the seed), and a sharp target
+    (`expert_target`). Not a tree search: visits are 0, the values are its scores. Under NES timing
+    (`Position.speed_index`) it chooses among the reachable moves; its look at the preview (and past
+    it) stays timing-free."""
     w = load_weights(weights)
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     scores = np.empty(K.MAX_MOVES)

@@ -116,8 +116,8 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
     if kind == "greedy":
         return GreedyAgent()
     if kind in ("expert", "expert3"):
-        depth = 3 if kind == "expert3" else 2
-        return SearchAgent(SearchConfig(mode="expert", expert=ExpertSettings(depth=depth)), name=name)
+        expert = ExpertSettings(depth=3) if kind == "expert3" else ExpertSettings()
+        return SearchAgent(SearchConfig(mode="expert", expert=expert), name=name)
     if kind in ("mcts", "mcts-greedy"):
         rollouts = Round0Settings(root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random")
         return SearchAgent(SearchConfig(mode="round0", simulations=n, round0=rollouts), name=name)

@@ -26,8 +26,10 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from common import report
 
+from drmario.engine.game import GameRecord
 from drmario.engine.level import TRAINING_SEEDS, new_level, virus_count
 from drmario.play.arena import EvalConfig, wilson
+from drmario.play.gate import compare
 from drmario.search import expert as E
 
 
@@ -39,6 +41,15 @@ def play(job: tuple[int, int, int, int, int, int]) -> tuple[int, int, int]:
     out = np.empty((1, 3), np.int64)
     E.play_games(cells[None], pills[None], weights, depth, np.array([seed]), max_pills, out, beam, keep)
     return int(out[0, 0]), int(out[0, 1]), int(out[0, 2])
+
+
+def records(seeds, level: int, out: np.ndarray) -> list[GameRecord]:
+    """The games of out int[G, 3] as the arena's records (a capped game has no outcome)."""
+    outcomes = {E.WON: "won", E.TOPPED_OUT: "topped_out"}
+    return [
+        GameRecord(seed=int(s), level=level, outcome=outcomes.get(int(o)), pills_used=int(p), viruses_cleared=int(c))
+        for s, (o, c, p) in zip(seeds, out)
+    ]
 
 
 def summary(out: np.ndarray, viruses: int, rng: np.random.Generator) -> dict:
@@ -89,17 +100,8 @@ def main() -> None:
             row["ms per pill (one core)"] = round(1000 * seconds * args.workers / results[depth][:, 2].sum(), 2)
             figures[f"depth {depth}"] = row
             print(depth, row, flush=True)
-    d2, d3 = results[2], results[3]
-    both = (d2[:, 0] == E.WON) & (d3[:, 0] == E.WON)
-    diff = (d3[both, 2] - d2[both, 2]) / virus_count(args.level)
-    idx = np.random.default_rng(1).integers(0, both.sum(), (4000, both.sum()))
-    boot = diff[idx].mean(1)
-    figures["depth 3 minus depth 2, pills per virus on the games both won"] = {
-        "games": int(both.sum()),
-        "mean": round(float(diff.mean()), 4),
-        "95%": [round(float(np.quantile(boot, q)), 4) for q in (0.025, 0.975)],
-        "depth 3 fewer / more / same": [int((diff < 0).sum()), int((diff > 0).sum()), int((diff == 0).sum())],
-    }
+    paired = compare(records(seeds, args.level, results[3]), records(seeds, args.level, results[2]))
+    figures["depth 3 against depth 2, paired (play.gate.compare)"] = paired.to_dict()
     report(args.name, vars(args), figures)
 
 

@@ -11,12 +11,10 @@ TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
 
 install: $(STAMP)
 
-# --no-compile: Python writes the bytecode of the modules it imports on first import, not of every file
-# installed (torch's and Jupyter's thousands): about a minute less on the 2-core CI machine.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(TORCH_PIN),$(BIN)/python -m pip install -q --no-compile "$(TORCH_PIN)")
-	$(BIN)/python -m pip install -q --no-compile -e ".[dev]"
+	$(if $(TORCH_PIN),$(BIN)/python -m pip install -q "$(TORCH_PIN)")
+	$(BIN)/python -m pip install -q -e ".[dev]"
 	@touch $@
 
 # ruff, the layering of drmario/ (import-linter; contracts in pyproject.toml), and the type checker.

@@ -377,8 +377,9 @@ def kill_when(predicate, what: str) -> threading.Thread:
 
 def test_a_killed_pool_worker_ends_in_the_cli_error_format(tmp_path, capsys):
     run = tmp_path / "run"
-    args = ["generate", str(run), "--no-progress", "--games", "8", "--levels", "[0, 4]", "--seed", "3"]
-    args += ["--games-per-shard", "2", "--simulations", "6", "--root-rollouts", "1", "--workers", "2"]
+    # the expert at depth 3 (about 0.5 s a game): after the first shard each worker has several left to play
+    args = ["generate", str(run), "--no-progress", "--games", "16", "--levels", "[4, 8]", "--seed", "3"]
+    args += ["--games-per-shard", "2", "--mode", "expert", "--expert-depth", "3", "--workers", "2"]
     me = psutil.Process()
 
     def worker():
@@ -394,7 +395,7 @@ def test_a_killed_pool_worker_ends_in_the_cli_error_format(tmp_path, capsys):
     assert err.startswith("drmario generate: error: a self-play worker process died abruptly"), err
     assert "unfinished: shard-" in err and "Traceback" not in err
     assert main(args) == 0  # the run resumes
-    assert shards.done_games(run) == set(range(8))
+    assert shards.done_games(run) == set(range(16))
 
 
 def shm_blocks() -> set[str]:

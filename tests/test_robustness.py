@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -375,6 +376,7 @@ def kill_when(predicate, what: str) -> threading.Thread:
     return thread
 
 
+@pytest.mark.usefixtures("whole_run")  # the expert's kernels compiled before the workers are timed
 def test_a_killed_pool_worker_ends_in_the_cli_error_format(tmp_path, capsys):
     run = tmp_path / "run"
     # the expert at depth 3 (about 0.5 s a game): after the first shard each worker has several left to play
@@ -424,6 +426,17 @@ def server_selfplay(tmp_path: Path) -> sp.SelfPlayConfig:
     )
 
 
+@pytest.fixture(scope="module")
+def compiled_search(tmp_path_factory) -> None:
+    """The search's kernels compiled here (numba caches them on disk) before a test times its
+    workers: from an empty cache, two spawned workers compiling them at once beside the other tests
+    outlasted the 120 s a test waits for their first shard."""
+    folder = tmp_path_factory.mktemp("compiled")
+    cfg = replace(server_selfplay(folder), games=1, workers=1, inference="local")
+    sp.generate(cfg, folder / "run", progress=False)
+
+
+@pytest.mark.usefixtures("compiled_search")
 def test_a_dead_inference_server_is_named_and_its_shared_memory_released(tmp_path, monkeypatch):
     from drmario.play import inference
 
@@ -879,6 +892,7 @@ def test_unreadable_run_files_are_named_with_what_to_do(tmp_path, whole_run):
     assert shard_bytes(copy) == shard_bytes(whole_run)
 
 
+@pytest.mark.usefixtures("compiled_search")
 def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path, monkeypatch):
     from drmario.play import inference
 

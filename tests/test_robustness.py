@@ -683,7 +683,10 @@ def test_interrupted_at_random_points_the_pipeline_resumes_to_the_same_results(u
     rng = random.Random(seed)
     broken, at = tmp_path / "broken", []
     for sig in (signal.SIGINT, signal.SIGKILL, signal.SIGINT):
-        at.append(interrupt(broken, sig, rng, took))
+        try:
+            at.append(interrupt(broken, sig, rng, took))
+        except AssertionError as failure:  # name the seed that replays it
+            raise AssertionError(f"DRMARIO_KILL_SEED={seed}, after {at}: {failure}") from failure
         for step in tiny_steps(broken):  # whatever notebook is there stands for a finished step
             assert not step.output.exists() or P.step_done(step), f"{step.label}: {P.step_problem(step)} ({at})"
     assert at[0].startswith("SIGINT in 01_round0_data"), at

@@ -303,16 +303,13 @@ def wheel_venv(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_the_installed_wheel_runs_a_round_from_outside_the_checkout(wheel_venv, tmp_path):
     """The wheel's pipeline finds its notebooks and profiles without the source tree: a tiny round
-    (01 -> 02 -> 03; agents without search, whose kernels a fresh install would compile for minutes,
-    and no values refit, which the chain runs)."""
+    (01 -> 02 -> 03; agents without search, whose kernels a fresh install would compile for minutes)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     python = str(wheel_venv / "bin" / "python")
     where = python_prints(python, "import drmario; print(drmario.__file__)", cwd=tmp_path, env=env)
     assert str(wheel_venv) in where, f"drmario imported from {where} (not the wheel)"
     cmd = [python, "-m", "drmario", "pipeline", "--profile", "ci", "--run-dir", "tiny", "--no-progress"]
-    quick = ["analysis.agents=[random, greedy, policy]", "analysis.calibration_agents=[policy]"]
-    quick += ["round0_data.value_games=0", "train.value_steps=0"]
-    for item in [*TINY, *quick]:
+    for item in [*TINY, "analysis.agents=[random, greedy, policy]", "analysis.calibration_agents=[policy]"]:
         cmd += ["--set", item]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

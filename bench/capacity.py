@@ -83,7 +83,8 @@ def train_sizes(args: argparse.Namespace) -> None:
             "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lr", str(args.lr),
             "--warmup-steps", str(args.warmup_steps), "--reg", str(args.reg), "--value-weight", str(weight),
             "--device", args.device,
-            "--amp", str(args.amp).lower(), "--compile", "false", "--log-every", str(max(args.steps // 40, 1)),
+            "--amp", str(args.amp).lower(), "--cpu-bf16", str(args.cpu_bf16).lower(), "--compile", "false",
+            "--log-every", str(max(args.steps // 40, 1)),
             "--eval-every", str(max(args.steps // 8, 1)), "--checkpoint-every", str(max(args.steps // 4, 1)),
             "--keep-checkpoints", "1",
         ]  # fmt: skip
@@ -159,6 +160,7 @@ def main() -> None:
     t.add_argument("--value-weights", default="1", help="W,...: each size also with these weights of the value terms")
     t.add_argument("--device", default="cuda")
     t.add_argument("--amp", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast on CUDA")
+    t.add_argument("--cpu-bf16", action="store_true", help="bf16 autocast on CPU (fast with AMX or AVX512-BF16)")
     t.add_argument("--threads", type=int, default=2, help="torch CPU threads per training")
     t.add_argument("--export", type=Path, help="copy each network (weights only) and its metrics.csv here")
     t.add_argument("--limit-s", type=float, default=480, help="every training is stopped after this long")

@@ -1,7 +1,8 @@
 """Network throughput: inference positions/s and training samples/s of the design-size network
 (f=256, r=19) and a small one (f=64, r=6), with the FLOPs per position counted from the layers and,
 on a GPU, the share of its dense bf16 peak reached. Run: `python bench/net.py` (it uses CUDA when
-there is a GPU: bf16, channels_last, batch sizes 256/1024/4096; `--compile` adds torch.compile).
+there is a GPU: bf16, channels_last, batch sizes 256/1024/4096; `--compile` adds torch.compile;
+`--cpu-bf16` trains under CPU bf16 autocast, written as net-bf16).
 
 Inference is timed twice: the network alone on planes already on the device (`infer`), and
 `Player.evaluate` from numpy positions to numpy outputs, transfers included (`player`). Training
@@ -152,6 +153,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, help="minimum time per figure (default 2 on CUDA, 1 on CPU)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the networks (CUDA)")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--cpu-bf16", action="store_true", help="train under CPU bf16 autocast (result: net-bf16)")
     args = parser.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -167,7 +169,9 @@ def main() -> None:
         batches = dict.fromkeys(args.sizes, [256, 1024, 4096])
     else:  # a CPU does a design-size forward in ~0.1 s per position: keep the run near a minute
         batches = {"design": [16, 64], "small": [64, 256]}
-    train_cfg = TrainConfig(device=str(device), compile=args.compile, optimizer="sgd", progress=False)
+    train_cfg = TrainConfig(
+        device=str(device), compile=args.compile, optimizer="sgd", cpu_bf16=args.cpu_bf16, progress=False
+    )
     data = synthetic_examples(max(max(b) for b in batches.values()))
 
     figures: dict[str, float] = {}
@@ -182,11 +186,11 @@ def main() -> None:
         if peak:
             targets[f"design_train_b{b}_bf16_peak_fraction"] = 0.4
     report(
-        "net",
+        "net-bf16" if args.cpu_bf16 and not cuda else "net",
         {
             "device": str(device),
             "inference_dtype": "bfloat16" if cuda else "float32",
-            "autocast_bf16_training": cuda and train_cfg.amp,
+            "autocast_bf16_training": (cuda and train_cfg.amp) or (not cuda and train_cfg.cpu_bf16),
             "channels_last": cuda,
             "compile": args.compile,
             "batch_sizes": batches,

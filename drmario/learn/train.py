@@ -102,6 +102,11 @@ class TrainConfig(Settings):
     keep_checkpoints: int = setting(0, "step-*.pt files kept (0: all); latest.pt is always kept", ge=0)
     device: str = setting("auto", "auto (cuda if available, else cpu), cpu, cuda or cuda:N")
     amp: bool = setting(True, "bf16 autocast (CUDA only)")
+    cpu_bf16: bool = setting(
+        False,
+        "bf16 autocast on CPU: fast where the CPU has bf16 instructions (AMX, AVX512-BF16; the 64x6 network's "
+        "training step on a 2-core Sapphire Rapids Xeon: 1,194 against 465 samples/s), slower where it has not",
+    )
     channels_last: bool = setting(True, "channels_last memory format (CUDA only)")
     compile: bool = setting(False, "torch.compile the network for training (CUDA; slower to start)")
     bootstrap: float = setting(
@@ -179,8 +184,8 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 
 
 def autocast(device: torch.device, cfg: TrainConfig):
-    if device.type == "cuda" and cfg.amp:
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    if (device.type == "cuda" and cfg.amp) or (device.type == "cpu" and cfg.cpu_bf16):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 

@@ -105,8 +105,8 @@ class TrainConfig(Settings):
     cpu_bf16: bool = setting(
         False,
         "bf16 autocast on CPU: fast where the CPU has bf16 instructions (AMX, AVX512-BF16; the 64x6 network's "
-        "training step on a 2-core Sapphire Rapids Xeon: 1,090 against 589 samples/s at batch 256, bench/net.py), "
-        "slower where it has not",
+        "training step on a 2-core Sapphire Rapids Xeon: 1,090 against 589 samples/s at batch 256, bench/net.py); "
+        "not measured on CPUs without them",
     )
     channels_last: bool = setting(True, "channels_last memory format (CUDA only)")
     compile: bool = setting(False, "torch.compile the network for training (CUDA; slower to start)")

@@ -27,7 +27,7 @@ from drmario.learn.dataset import ExampleSet
 from drmario.learn.encode import planes_torch
 from drmario.learn.net import DrMarioNet, NetConfig, flops_per_position
 from drmario.learn.player import Player
-from drmario.learn.train import TrainConfig, forward_backward, make_optimizer
+from drmario.learn.train import TrainConfig, forward_backward, make_optimizer, uses_bf16
 
 # Dense bf16 tensor-core peaks (FLOP/s, without sparsity), matched in order against the GPU's name.
 PEAK_BF16 = [
@@ -190,7 +190,7 @@ def main() -> None:
         {
             "device": str(device),
             "inference_dtype": "bfloat16" if cuda else "float32",
-            "autocast_bf16_training": (cuda and train_cfg.amp) or (not cuda and train_cfg.cpu_bf16),
+            "autocast_bf16_training": uses_bf16(device, train_cfg),
             "channels_last": cuda,
             "compile": args.compile,
             "batch_sizes": batches,

@@ -184,8 +184,13 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     return 1.0
 
 
+def uses_bf16(device: torch.device, cfg: TrainConfig) -> bool:
+    """Whether training on device runs under bf16 autocast (`amp` on CUDA, `cpu_bf16` on the CPU)."""
+    return (device.type == "cuda" and cfg.amp) or (device.type == "cpu" and cfg.cpu_bf16)
+
+
 def autocast(device: torch.device, cfg: TrainConfig):
-    if (device.type == "cuda" and cfg.amp) or (device.type == "cpu" and cfg.cpu_bf16):
+    if uses_bf16(device, cfg):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 

@@ -403,6 +403,22 @@ def test_chain_resumes_and_refuses_other_settings(chain, capsys):
     assert "holds another run" in capsys.readouterr().err
 
 
+def test_a_run_stops_before_a_notebook(tmp_path):
+    lines: list[str] = []
+    steps = P.run_pipeline("ci", tmp_path / "run", stop_before="01", progress=False, log=lines.append)
+    assert lines == [f"[1/3] 01_round0_data (round 0): not run (stop before 01); {P.GO_ON}"]
+    assert not any(P.step_done(step) for step in steps) and [p.name for p in (tmp_path / "run").iterdir()] == [
+        "notebooks",
+        "pipeline.json",
+    ]
+    with pytest.raises(ValueError, match=r"no step of this run is notebook '04' \(its notebooks: 01_round0_data, "):
+        P.run_pipeline("ci", tmp_path / "other", stop_before="04", progress=False)
+    assert not (tmp_path / "other").exists()
+    # only the steps before the stop need this machine's devices: gpu-quick's training names cuda
+    P.run_pipeline("gpu-quick", tmp_path / "gpu", stop_before="01", progress=False, log=lines.append)
+    assert (tmp_path / "gpu" / "pipeline.json").is_file()
+
+
 # ------------------------------------------------------------------------------------------------
 # nbval: every notebook on its own, with its default parameters
 

@@ -537,9 +537,13 @@ def test_refused_settings_leave_nothing_and_unfinished_steps_may_change(tmp_path
     lines: list[str] = []
     with pytest.raises(P.PipelineError, match="did not make"):  # 02 ran this time (it makes nothing here)
         P.run_pipeline("ci", run, notebooks_dir=books, log=lines.append)
-    assert "settings changed for steps not run yet: train.steps: 7 -> 200" in lines
+    assert "settings changed, none of them binding: train.steps: 7 -> 200" in lines
     with pytest.raises(ValueError, match=r"holds another run \(round0_data.games: 48 -> 4\)"):
         P.run_pipeline("ci", run, notebooks_dir=books, overrides=["round0_data.games=4"])  # 01 finished
+    lines.clear()  # how 01 ran may change (its games made on 1 core, the run resumed on 4)
+    with pytest.raises(P.PipelineError, match="did not make"):
+        P.run_pipeline("ci", run, notebooks_dir=books, overrides=["round0_data.workers=4"], log=lines.append)
+    assert "settings changed, none of them binding: round0_data.workers: 1 -> 4" in lines
 
 
 # ------------------------------------------------------------------------------------------------

@@ -269,7 +269,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     """Run the notebooks with papermill into a run directory: 01 round-0 data -> 02 training ->
     03 analysis, then 04 self-play with the newest network -> 02 -> 03 for each further round.
     Resumes an interrupted run; refuses a run directory made with other settings."""
-    from drmario.run.pipeline import PipelineError, run_pipeline
+    from drmario.run.pipeline import PipelineError, run_pipeline, step_done
 
     try:
         steps = run_pipeline(
@@ -278,13 +278,15 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
             rounds=args.rounds,
             baselines=args.baselines,
             overrides=args.set or [],
+            stop_before=args.stop_before,
             progress=not args.no_progress,
         )
     except PipelineError as e:
         print(f"drmario pipeline: error: {e}", file=sys.stderr)
         return 1
     run_dir = steps[0].output.parent.parent
-    print(f"done: {run_dir} (executed notebooks in {run_dir / 'notebooks'})")
+    finished = all(step_done(step) for step in steps)
+    print(f"{'done' if finished else 'stopped'}: {run_dir} (executed notebooks in {run_dir / 'notebooks'})")
     return 0
 
 
@@ -518,6 +520,12 @@ def _pipeline_args(p: argparse.ArgumentParser) -> None:
         "--set", action="append", metavar="SECTION.PARAM=VALUE", help="override a profile value, e.g. train.steps=500"
     )
     p.add_argument("--baselines", action="store_true", help="finish with 05: the DQN and TD baselines")
+    p.add_argument(
+        "--stop-before",
+        metavar="NOTEBOOK",
+        help="stop at the first step of this notebook still to run (its number or name, e.g. 02: make round 0's "
+        "games here and train where the GPU is, resuming the run there)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -24,8 +24,11 @@ Rerunning into the same run directory resumes: a notebook that completed and lef
 skipped, an interrupted one runs again (and its work resumes: self-play skips the games written,
 training continues from its last checkpoint). The settings of the steps that finished are binding: a
 rerun that changes them is refused (use a new run directory); the settings of the steps still to
-run may change. A run directory has one owner: a second pipeline on it is refused at once
-(`drmario.files.lock_run_dir`), and the kernels and the trainer it starts die with it.
+run may change, and so may those that only say how a step runs (`HOW_IT_RUNS`: worker processes,
+torch threads). ``--stop-before 02`` stops a run before its first training, e.g. to make round 0's
+games on one machine and resume the run on another with a GPU. A run directory has one owner: a
+second pipeline on it is refused at once (`drmario.files.lock_run_dir`), and the kernels and the
+trainer it starts die with it.
 
 An executed notebook is written under a temporary name and renamed into place when papermill is
 done, so ``notebooks/`` never holds a notebook cut short (by a full disk, a kill) under its real name.
@@ -185,6 +188,7 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
     return steps
 
 
+GO_ON = "the same command without --stop-before goes on from here"
 LATER = "<the best network so far, when the step starts>"  # a parameter `resolved` fills in
 
 
@@ -244,6 +248,15 @@ def step_done(step: Step) -> bool:
     return step_problem(step) is None
 
 
+# Parameters that say how a step runs, not what it makes: a finished step's may change when the run resumes
+# (its games made on a 2-core machine, the run resumed on one with 16 cores and a GPU).
+HOW_IT_RUNS = frozenset({"workers", "torch_threads", "refresh_s"})
+
+
+def _what_it_makes(section: Any) -> Any:
+    return {k: v for k, v in section.items() if k not in HOW_IT_RUNS} if isinstance(section, dict) else section
+
+
 def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
     out = []
     for key in sorted(set(old) | set(new)):
@@ -282,7 +295,9 @@ def _claim(
             d
             for key in sorted(set(old) | set(settings))
             if key in finished
-            for d in _differences({key: old.get(key, "<unset>")}, {key: settings.get(key, "<unset>")})
+            for d in _differences(
+                {key: _what_it_makes(old.get(key, "<unset>"))}, {key: _what_it_makes(settings.get(key, "<unset>"))}
+            )
         ]
         if binding:
             raise ValueError(
@@ -429,22 +444,34 @@ def run_pipeline(
     rounds: int = 1,
     baselines: bool = False,
     overrides: Sequence[str] = (),
+    stop_before: str | None = None,
     notebooks_dir: str | Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> list[Step]:
     """Run the notebooks into run_dir (default ``runs/<profile name>``) with papermill; see the
-    module docstring. profile: a YAML/JSON file or a dict; overrides: ``section.parameter=value``.
+    module docstring. profile: a YAML/JSON file or a dict; overrides: ``section.parameter=value``;
+    stop_before: a notebook's number or name (``"02"``): stop at the first step of it still to run
+    (e.g. make round 0's games on a machine without the GPU the training names, then resume the
+    run where the GPU is; only the steps before it need this machine's devices).
     Returns the steps, each executed or found done."""
     source = None
     if not isinstance(profile, Mapping):
         source = str(profile)
         profile = load_profile(profile)
     profile = apply_overrides(profile, overrides)
-    check_profile(profile)  # before anything is written: a refused profile leaves no trace
+    check_profile(profile, devices=False)  # before anything is written: a refused profile leaves no trace
     notebooks_dir = Path(notebooks_dir or kit_dir("notebooks"))
     run_dir = Path(run_dir or Path("runs") / str(profile["name"])).resolve()
     steps = plan(profile, run_dir, rounds, baselines)
+    ahead = steps
+    if stop_before is not None:
+        stops = [i for i, step in enumerate(steps) if step.notebook.startswith(stop_before)]
+        if not stops:
+            names = ", ".join(dict.fromkeys(step.notebook for step in steps))
+            raise ValueError(f"stop_before: no step of this run is notebook {stop_before!r} (its notebooks: {names})")
+        ahead = steps[: next((i for i in stops if not step_done(steps[i])), len(steps))]
+    check_profile(profile, devices={section_of(step.notebook) for step in ahead})  # the devices of the steps to run
     made = not run_dir.exists()
     with lock_run_dir(run_dir, "pipeline", log=log) as lock:
         try:
@@ -456,7 +483,7 @@ def run_pipeline(
                     run_dir.rmdir()
             raise
         if accepted:
-            log(f"settings changed for steps not run yet: {'; '.join(accepted)}")
+            log(f"settings changed, none of them binding: {'; '.join(accepted)}")
         stray = remove_stray_temp(run_dir)  # the children of an interrupted run are dead by now
         if stray:
             log(f"removed {len(stray)} temporary file(s) left by an interrupted run")
@@ -467,6 +494,9 @@ def run_pipeline(
             if step_done(step):
                 log(f"{where}: done already ({step.output})")
                 continue
+            if stop_before is not None and step.notebook.startswith(stop_before):
+                log(f"{where}: not run (stop before {stop_before}); {GO_ON}")
+                break
             step = resolved(step, rounds)
             log(f"{where}: running -> {step.output}")
             start = time.perf_counter()

@@ -15,7 +15,7 @@ import difflib
 import functools
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -334,10 +334,10 @@ PIPELINE_STAND_INS = {
 }
 
 
-def check_profile(profile: Mapping[str, Any], devices: bool = True) -> None:
+def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = True) -> None:
     """Every section of a profile must build its notebook's settings (names, types, ranges, and
-    with devices the devices of this machine), and set nothing the pipeline sets itself. Raises
-    `SettingsError` listing every problem."""
+    with devices the devices of this machine: of every section, or of those named), and set nothing
+    the pipeline sets itself. Raises `SettingsError` listing every problem."""
     problems = []
     stand_ins = dict(PIPELINE_STAND_INS)
     if not profile.get("round0_data", {}).get("value_games"):
@@ -350,7 +350,7 @@ def check_profile(profile: Mapping[str, Any], devices: bool = True) -> None:
             elif name in stand_ins:
                 values[name] = stand_ins[name]
         try:
-            build(section, values, devices=devices)
+            build(section, values, devices=devices if isinstance(devices, bool) else section in devices)
         except SettingsError as e:
             problems += [f"{section}.{p}" for p in e.problems]
     if problems:

@@ -170,6 +170,9 @@ def main() -> None:
     parser.add_argument("--tuning", action="store_true", help="games from training seeds, not evaluation seeds")
     parser.add_argument("--lockstep", type=int, default=16, help="games each agent plays at once")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument(
+        "--device", default="cpu", help="where the networks run (cuda: raise --lockstep, so each call is a batch)"
+    )
     parser.add_argument("--name", default="search100", help="result file name")
     args = parser.parse_args()
     import torch
@@ -184,7 +187,7 @@ def main() -> None:
     )
     games = tuning_games(args.level, args.games, args.seed) if args.tuning else cfg.games()
     others = [s for s in args.others.split(",") if s]
-    agents: list[Agent] = make_agents([*others, args.search], network=args.network)
+    agents: list[Agent] = make_agents([*others, args.search], network=args.network, device=args.device)
     base = agents.pop()
     assert isinstance(base, SearchAgent)
     if not (args.no_default or args.alone):
@@ -202,7 +205,7 @@ def main() -> None:
     for text in args.against:
         label, _, checkpoint = text.partition("=")
         kinds = [*([] if args.alone else [args.search]), *(["policy"] if "policy" in others or args.alone else [])]
-        for agent in make_agents(kinds, network=checkpoint):
+        for agent in make_agents(kinds, network=checkpoint, device=args.device):
             agent.name = f"{agent.name} {label}"
             agents.append(agent)
     _, records = arena(agents, games, cfg)
@@ -259,6 +262,7 @@ def main() -> None:
         "evaluation": cfg.to_dict(),
         "tuning": args.tuning,
         "threads": args.threads,
+        "device": args.device,
     }
     report(args.name, settings, figures)
 

@@ -413,6 +413,8 @@ def test_a_run_stops_before_a_notebook(tmp_path):
     ]
     with pytest.raises(ValueError, match=r"no step of this run is notebook '04' \(its notebooks: 01_round0_data, "):
         P.run_pipeline("ci", tmp_path / "other", stop_before="04", progress=False)
+    with pytest.raises(ValueError, match="no step of this run is notebook ''"):
+        P.run_pipeline("ci", tmp_path / "other", stop_before="", progress=False)
     assert not (tmp_path / "other").exists()
     # only the steps before the stop need this machine's devices: gpu-quick's training names cuda
     P.run_pipeline("gpu-quick", tmp_path / "gpu", stop_before="01", progress=False, log=lines.append)

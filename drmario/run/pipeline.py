@@ -466,7 +466,7 @@ def run_pipeline(
     steps = plan(profile, run_dir, rounds, baselines)
     ahead = steps
     if stop_before is not None:
-        stops = [i for i, step in enumerate(steps) if step.notebook.startswith(stop_before)]
+        stops = [i for i, step in enumerate(steps) if stop_before and step.notebook.startswith(stop_before)]
         if not stops:
             names = ", ".join(dict.fromkeys(step.notebook for step in steps))
             raise ValueError(f"stop_before: no step of this run is notebook {stop_before!r} (its notebooks: {names})")

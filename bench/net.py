@@ -1,8 +1,9 @@
 """Network throughput: inference positions/s and training samples/s of the design-size network
-(f=256, r=19) and a small one (f=64, r=6), with the FLOPs per position counted from the layers and,
-on a GPU, the share of its dense bf16 peak reached. Run: `python bench/net.py` (it uses CUDA when
-there is a GPU: bf16, channels_last, batch sizes 256/1024/4096; `--compile` adds torch.compile;
-`--cpu-bf16` trains under CPU bf16 autocast, written as net-bf16).
+(f=256, r=19), a small one (f=64, r=6) and gpu-quick's apprentice (f=128, r=10), with the FLOPs per
+position counted from the layers and, on a GPU, the share of its dense bf16 peak reached. Run:
+`python bench/net.py` (it uses CUDA when there is a GPU: bf16, channels_last, batch sizes
+256/1024/4096; `--compile` adds torch.compile; `--cpu-bf16` trains under CPU bf16 autocast, written
+as net-bf16).
 
 Inference is timed twice: the network alone on planes already on the device (`infer`), and
 `Player.evaluate` from numpy positions to numpy outputs, transfers included (`player`). Training
@@ -48,7 +49,11 @@ PEAK_BF16 = [
     ("V100", None),  # no bf16 tensor cores
 ]
 
-SIZES = {"design": NetConfig(), "small": NetConfig(filters=64, blocks=6)}
+SIZES = {
+    "design": NetConfig(),
+    "small": NetConfig(filters=64, blocks=6),
+    "apprentice": NetConfig(filters=128, blocks=10),
+}
 
 
 def bf16_peak(name: str) -> float | None:
@@ -168,7 +173,7 @@ def main() -> None:
     elif cuda:
         batches = dict.fromkeys(args.sizes, [256, 1024, 4096])
     else:  # a CPU does a design-size forward in ~0.1 s per position: keep the run near a minute
-        batches = {"design": [16, 64], "small": [64, 256]}
+        batches = {"design": [16, 64], "small": [64, 256], "apprentice": [64, 256]}
     train_cfg = TrainConfig(
         device=str(device), compile=args.compile, optimizer="sgd", cpu_bf16=args.cpu_bf16, progress=False
     )

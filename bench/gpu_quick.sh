@@ -13,9 +13,15 @@
 # A small CPU dry run (a run made with the same SETS, e.g. round0_data.games=8):
 #   SETS="--set round0_data.games=8 --set train.steps=20 --set train.device=cpu ..." DEVICE=cpu OUT=/tmp/o ...
 set -u
-export PYTHONPATH=$PWD
+# The device has torch, numba, numpy, pandas, matplotlib and pyyaml, not papermill and Jupyter: carry
+# their wheels for its Python (3.12) in .whl (ignored by git), as bench/README.md's "GPU calls" says.
+PY=${PYTHON:-python3}
+if [ -d .whl ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 : "${OUT:?}" "${RUN:=runs/quick}" "${SETS:=}" "${DEVICE:=cuda}" "${DEADLINE:=560}" "${GAMES:=100}"
-PY=${PYTHON:-python}
 START=$(date +%s)
 mkdir -p "$OUT"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/timeline.txt"; }

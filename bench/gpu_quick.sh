@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One lent-GPU call (issue 19): the gpu-quick profile's round 0 trained, analysed and played by the
 # pipeline, so its 128x10 network can ship with its card. Round 0's games are made beforehand on
-# the CPU machine (30 minutes on 2 cores, no GPU needed):
+# the CPU machine (29 minutes on 2 cores, no GPU needed):
 #   python -m drmario pipeline --profile gpu-quick --run-dir runs/quick --set round0_data.workers=2 --stop-before 02
-# Carry runs/quick (its round-0 games, 6,000 of them, about 35 MB). Here the same run resumes: 02
+# Carry runs/quick (its 6,000 round-0 games, 18 MB) and .whl (below). Here the same run resumes: 02
 # trains the network on the GPU, 03 analyses it; then, while time is left (DEADLINE seconds after the
 # start), the network with 100 simulations and alone, and the expert, play the 100 evaluation games
 # on the GPU (bench/search_vs_expert.py --device cuda). Outputs under $OUT, packed to pass the
 # device's return limits (at most 8 files of 16 MiB): run.tgz.* (the run without its games, in
-# parts), evaluation.tgz (bench/results/search100-quick0*), pipeline.log and timeline.txt. Export with its card afterwards, here:
+# parts), evaluation.tgz (bench/results/search100-quick0*), pipeline.log and timeline.txt. Then, here:
 #   cat run.tgz.* | tar xzf - -C runs/quick && python -m drmario export runs/quick --out data/networks/NAME.pt
 # A small CPU dry run (a run made with the same SETS, e.g. round0_data.games=8):
 #   SETS="--set round0_data.games=8 --set train.steps=20 --set train.device=cpu ..." DEVICE=cpu OUT=/tmp/o ...

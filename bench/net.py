@@ -1,9 +1,9 @@
 """Network throughput: inference positions/s and training samples/s of the design-size network
 (f=256, r=19), a small one (f=64, r=6) and gpu-quick's apprentice (f=128, r=10), with the FLOPs per
 position counted from the layers and, on a GPU, the share of its dense bf16 peak reached. Run:
-`python bench/net.py` (it uses CUDA when there is a GPU: bf16, channels_last, batch sizes
-256/1024/4096; `--compile` adds torch.compile; `--cpu-bf16` trains under CPU bf16 autocast, written
-as net-bf16).
+`python bench/net.py` (it uses CUDA when there is a GPU: bf16, batch sizes 256/1024/4096; `--compile`
+adds torch.compile; `--cpu-bf16` trains under CPU bf16 autocast, written as net-bf16; channels_last,
+as the kit runs, unless `--no-channels-last`, written with -nchw, which times no `player` figure).
 
 Inference is timed twice: the network alone on planes already on the device (`infer`), and
 `Player.evaluate` from numpy positions to numpy outputs, transfers included (`player`). Training
@@ -102,6 +102,7 @@ def bench_size(
     compile: bool,
     seconds: float,
     peak: float | None,
+    channels_last: bool = True,
 ) -> dict[str, float]:
     """The figures of one network size at each batch size."""
     cuda = device.type == "cuda"
@@ -112,17 +113,18 @@ def bench_size(
     model = DrMarioNet(cfg).to(device)
     figures = {f"{size}_parameters": model.num_parameters(), f"{size}_mflop_per_position": round(flops / 1e6, 1)}
     player = Player.from_module(model, device, compile=compile)
-    if cuda:
-        model = model.to(memory_format=torch.channels_last)
-    train_cfg = dataclasses.replace(train_cfg, net=cfg)
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
+    if not channels_last:  # the Player is always channels_last
+        player.module.to(memory_format=memory_format)
+    train_cfg = dataclasses.replace(train_cfg, net=cfg, channels_last=channels_last)
     net = torch.compile(model) if compile else model
     opt = make_optimizer(model, train_cfg)
     dev = data.to_device(device)
     for b in batch_sizes:
         idx = torch.arange(b, device=device)
         planes = planes_torch(dev.cells[idx], dev.pills[idx], dev.previews[idx], player.config.planes, player.dtype)
-        if cuda:
-            planes = planes.contiguous(memory_format=torch.channels_last)
+        planes = planes.contiguous(memory_format=memory_format)
         legal = data.legal()[:b]
 
         def infer(planes=planes):
@@ -138,7 +140,7 @@ def bench_size(
 
         rates = {
             "infer": (timed(infer, b, seconds, sync), flops),
-            "player": (timed(play, b, seconds, sync), flops),
+            **({"player": (timed(play, b, seconds, sync), flops)} if channels_last else {}),
             "train": (timed(step, b, seconds, sync), 3 * flops),
         }
         for kind, (rate, f) in rates.items():
@@ -159,6 +161,9 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile the networks (CUDA)")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
     parser.add_argument("--cpu-bf16", action="store_true", help="train under CPU bf16 autocast (result: net-bf16)")
+    parser.add_argument(
+        "--no-channels-last", action="store_true", help="the default memory format instead (result: ...-nchw)"
+    )
     args = parser.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -167,6 +172,7 @@ def main() -> None:
     if cuda:
         torch.backends.cudnn.benchmark = True
     seconds = args.seconds if args.seconds is not None else (2.0 if cuda else 1.0)
+    channels_last = not args.no_channels_last
     peak = bf16_peak(torch.cuda.get_device_name(device)) if cuda else None
     if args.batch_sizes:
         batches = dict.fromkeys(args.sizes, args.batch_sizes)
@@ -182,7 +188,9 @@ def main() -> None:
     figures: dict[str, float] = {}
     targets: dict[str, float] = {}
     for size in args.sizes:
-        figures.update(bench_size(size, batches.get(size, []), data, device, train_cfg, args.compile, seconds, peak))
+        figures.update(
+            bench_size(size, batches.get(size, []), data, device, train_cfg, args.compile, seconds, peak, channels_last)
+        )
         if cuda:
             torch.cuda.empty_cache()
     if cuda and "design" in args.sizes:
@@ -191,12 +199,12 @@ def main() -> None:
         if peak:
             targets[f"design_train_b{b}_bf16_peak_fraction"] = 0.4
     report(
-        "net-bf16" if args.cpu_bf16 and not cuda else "net",
+        ("net-bf16" if args.cpu_bf16 and not cuda else "net") + ("" if channels_last else "-nchw"),
         {
             "device": str(device),
             "inference_dtype": "bfloat16" if cuda else "float32",
             "autocast_bf16_training": uses_bf16(device, train_cfg),
-            "channels_last": cuda,
+            "channels_last": channels_last,
             "compile": args.compile,
             "batch_sizes": batches,
             "bf16_peak_flop_per_s": peak,

@@ -86,8 +86,12 @@ def test_the_gpu_benchmarks_run_their_training_on_the_cpu():
     rate = gpu.training_rate(NetConfig(filters=8, blocks=1), "cpu", batch=16, steps=2)
     assert rate["samples_per_s"] > 0 and rate["tflops"] > 0
     cfg = TrainConfig(device="cpu", optimizer="sgd", progress=False)
-    figures = net.bench_size("small", [8], net.synthetic_examples(8), torch.device("cpu"), cfg, False, 0.01, None)
-    assert figures["small_train_b8_samples_per_s"] > 0 and figures["small_infer_b8_positions_per_s"] > 0
+    for channels_last in (True, False):
+        figures = net.bench_size(
+            "small", [8], net.synthetic_examples(8), torch.device("cpu"), cfg, False, 0.01, None, channels_last
+        )
+        assert figures["small_train_b8_samples_per_s"] > 0 and figures["small_infer_b8_positions_per_s"] > 0
+        assert ("small_player_b8_positions_per_s" in figures) == channels_last
 
 
 def test_n_step_targets_bootstrap_from_the_same_game_n_decisions_on():

@@ -2,7 +2,7 @@
 
 - `BatchedInference`: the leaves of many lockstep games in a few fixed batch shapes (`buckets`; on
   CUDA a batch is padded up to the next one), so CUDA graphs replay one captured forward per shape;
-  bf16 and channels_last on CUDA; positions travel compact (132 bytes each) through pinned host
+  bf16 on CUDA, channels_last; positions travel compact (132 bytes each) through pinned host
   buffers with non-blocking copies, and the outputs come back the same way. `submit` returns at
   once and `wait` collects, so the CPU can search one group of games while the GPU evaluates
   another.
@@ -150,8 +150,7 @@ class BatchedInference:
         """The whole bucket (a fixed shape, for the CUDA graph), or its first n rows (CPU: padding
         buys nothing there)."""
         x = planes_torch(buf["cells"][:n], buf["pills"][:n], buf["previews"][:n], self.player.config.planes, self.dtype)
-        if self.cuda:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
         o = self.module(x)
         out = buf["out"][:n]
         torch.cat([o.won[:, None], o.cleared[:, None], o.duration[:, None], o.moves.flatten(1)], 1, out=out)

@@ -105,13 +105,13 @@ class TrainConfig(Settings):
     cpu_bf16: bool = setting(
         False,
         "bf16 autocast on CPU: fast where the CPU has bf16 instructions (AMX, AVX512-BF16; the 64x6 network's "
-        "training step on a 2-core Sapphire Rapids Xeon: 1,090 against 589 samples/s at batch 256, bench/net.py); "
+        "training step on a 2-core Sapphire Rapids Xeon: 1,341 against 589 samples/s at batch 256, bench/net.py); "
         "not measured on CPUs without them",
     )
     channels_last: bool = setting(
         True,
         "channels_last memory format (on the CPU too: the 128x10 network's bf16 training step at batch 1024 on a"
-        " 2-core Sapphire Rapids Xeon, 282 against 181 samples/s)",
+        " 2-core Sapphire Rapids Xeon, 265 against 174 samples/s, bench/net.py --no-channels-last)",
     )
     compile: bool = setting(False, "torch.compile the network for training (CUDA; slower to start)")
     bootstrap: float = setting(

@@ -5,8 +5,12 @@
 #   python -m drmario pipeline --profile gpu-quick --run-dir runs/quick --set round0_data.workers=2 --stop-before 02
 # Carry runs/quick (its 6,000 round-0 games, 18 MB) and .whl (below). Here the same run resumes: 02
 # trains the network on the GPU, 03 analyses it; then, while time is left (DEADLINE seconds after the
-# start), the network with 100 simulations and alone, and the expert, play the 100 evaluation games
-# on the GPU (bench/search_vs_expert.py --device cuda). Outputs under $OUT, packed to pass the
+# start), the network with 100 simulations and alone play the 100 evaluation games on the GPU
+# (bench/search_vs_expert.py --device cuda; the expert's games need no GPU and are the same anywhere:
+# pair with them afterwards, bench/pair.py). Measured on an NVIDIA H100 with 16 cores (2026-11-27):
+# 02 in 211 s (its training 140 s), 03 in 149 s, the evaluation 108 s. A run trained here on the CPU
+# first holds dataset caches (*.cache.npz) and checkpoints too large to carry: carry a copy of the run
+# with round0/ (no caches), notebooks/ and pipeline.json only. Outputs under $OUT, packed to pass the
 # device's return limits (at most 8 files of 16 MiB): run.tgz.* (the run without its games, in
 # parts), evaluation.tgz (bench/results/search100-quick0*), pipeline.log and timeline.txt. Then, here:
 #   cat run.tgz.* | tar xzf - -C runs/quick && python -m drmario export runs/quick --out data/networks/NAME.pt
@@ -39,8 +43,8 @@ log "packed: $(ls "$OUT" | tr '\n' ' ')"
 
 NET=$RUN/train0/checkpoints/latest.pt
 if [ -f "$RUN/train0/train_result.json" ] && [ "$(left)" -gt 60 ]; then
-  log "evaluation: $GAMES games, net-mcts-100, policy, expert"
-  timeout "$(($(left) - 10))" $PY bench/search_vs_expert.py --network "$NET" --others expert,policy \
+  log "evaluation: $GAMES games, net-mcts-100 and policy"
+  timeout "$(($(left) - 10))" $PY bench/search_vs_expert.py --network "$NET" --others policy \
     --games "$GAMES" --device "$DEVICE" --lockstep "$GAMES" --threads 4 --name search100-quick0 \
     > bench/results/search100-quick0.log 2>&1
   log "evaluation rc=$?"

@@ -313,3 +313,18 @@ def test_plots_keep_legends_off_the_curves_and_intervals_apart(runs):
     assert len(bars) == len(set(compare.arena_results(list(runs))["agent"]))  # an error bar set per agent
     xs = {round(float(seg[0][0]), 3) for c in bars for seg in c.get_segments()}
     assert len(xs) > len(LEVELS)  # side by side at a level, not stacked on one x
+
+
+@pytest.mark.parametrize("name", ["small", "apprentice"])
+def test_each_shipped_network_matches_its_card_and_loads(name):
+    from drmario.files import file_sha256
+    from drmario.learn.checkpoint import load_net
+    from drmario.run import export
+    from drmario.run.kit import shipped_network
+
+    path = shipped_network(name)
+    card = export.read_card(path)
+    assert card["network"] == path.name and card["sha256"] == file_sha256(path)
+    net = load_net(path, fallback=False)
+    assert (net.cfg.filters, net.cfg.blocks) == (card["net"]["filters"], card["net"]["blocks"])
+    assert card["steps"] == card["train"]["steps"] and card["arena"]  # trained as its run said, and analysed

@@ -228,7 +228,10 @@ def test_sample_data_is_valid_and_made_by_the_kit():
         assert report.skipped == 0
         total += len(examples)
     assert 200 <= total <= 1000
-    assert sum(f.stat().st_size for f in DATA.rglob("*") if f.is_file() and ".cache" not in f.name) < 2_000_000
+    sample = DATA / "round0-sample"
+    assert sum(f.stat().st_size for f in sample.rglob("*") if f.is_file() and ".cache" not in f.name) < 2_000_000
+    # every clone and wheel carries the shipped networks (small: 0.4 MB, apprentice: 12 MB)
+    assert sum(f.stat().st_size for f in (DATA / "networks").glob("*.pt")) < 16_000_000
 
 
 # ------------------------------------------------------------------------------------------------

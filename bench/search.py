@@ -1,6 +1,10 @@
 """Search throughput: simulations/s and decisions/s for round 0 (rollouts, 1 and 2 worker
 processes) and round N (a network evaluating the leaves of many lockstep games in one call).
-Run: `python bench/search.py` (CPU: a small network; with CUDA also the design-size one)."""
+Run: `python bench/search.py` (CPU: a small network; with CUDA also the design-size one).
+
+`python bench/search.py --network apprentice` instead times one network (a shipped network's name
+or a checkpoint) with the evaluation agents' search (PUCT, 100 simulations, 16 lockstep games, one
+thread) in each play dtype, float32 and bfloat16 (`--dtype`): written as search-dtype-NETWORK."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import argparse
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
@@ -17,6 +22,8 @@ from common import report  # noqa: E402
 
 import drmario as dm  # noqa: E402
 from drmario.search import Position, Round0Settings, SearchConfig  # noqa: E402
+
+POSITIONS = "levels 5/10/15, 0-7 random pills in"
 
 
 def positions(count: int, seed: int = 0, levels=(5, 10, 15)) -> list[Position]:
@@ -49,13 +56,8 @@ def round0_rate(cfg: SearchConfig, count: int, seed: int) -> tuple[int, int, flo
     return sims, count, time.perf_counter() - start
 
 
-def network_rate(net_cfg: dict, cfg: SearchConfig, games: int, device: str, decisions: int) -> dict:
-    """Round N: `games` lockstep searches at once, `decisions` rounds of them."""
-    from drmario.learn.net import DrMarioNet, NetConfig
-    from drmario.learn.player import Player
-
-    torch.manual_seed(0)
-    player = Player.from_module(DrMarioNet(NetConfig(**net_cfg)), device)
+def network_rate(player, cfg: SearchConfig, games: int, decisions: int) -> dict:
+    """Round N: `games` lockstep searches at once with player, `decisions` rounds of them."""
     timed = TimedEvaluator(player)
     batch = positions(games * decisions, seed=1)
     cfg.run(batch[:games], list(range(games)), timed)  # warm up
@@ -68,6 +70,7 @@ def network_rate(net_cfg: dict, cfg: SearchConfig, games: int, device: str, deci
     return {
         "simulations_per_s": sims / elapsed,
         "decisions_per_s": games * decisions / elapsed,
+        "ms_per_decision": 1000 * elapsed / (games * decisions),
         "evaluator_busy_fraction": timed.seconds / elapsed,
         "mean_batch": timed.positions / max(timed.calls, 1),
     }
@@ -88,12 +91,42 @@ class TimedEvaluator:
         return out
 
 
+def random_player(net_cfg: dict, device: str):
+    from drmario.learn.net import DrMarioNet, NetConfig
+    from drmario.learn.player import Player
+
+    torch.manual_seed(0)
+    return Player.from_module(DrMarioNet(NetConfig(**net_cfg)), device)
+
+
+def dtype_rates(network: str, games: int, decisions: int) -> None:
+    """One network's PUCT search as the evaluation agents play it, in each CPU play dtype."""
+    from drmario.learn.device import INFERENCE_DTYPES
+    from drmario.learn.player import load_player
+    from drmario.run.agents import resolve_checkpoint
+
+    cfg = SearchConfig(mode="puct", simulations=100)
+    figures: dict = {}
+    for name, dtype in INFERENCE_DTYPES.items():
+        player = load_player(resolve_checkpoint(network), "cpu", dtype)
+        for key, value in network_rate(player, cfg, games, decisions).items():
+            figures[f"{name}_{key}"] = value
+    figures["bfloat16_speedup"] = figures["float32_ms_per_decision"] / figures["bfloat16_ms_per_decision"]
+    settings = {"network": network, "search": cfg.to_dict(), "lockstep_games": games, "decisions": decisions}
+    report(f"search-dtype-{Path(network).stem}", {**settings, "threads": 1, "positions": POSITIONS}, figures)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--searches", type=int, default=20, help="round-0 searches per worker")
     parser.add_argument("--simulations", type=int, default=200)
+    parser.add_argument("--network", help="time only this network's search in float32 and bfloat16 (above)")
+    parser.add_argument("--decisions", type=int, default=4, help="with --network: lockstep rounds timed per dtype")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.network:
+        dtype_rates(args.network, 16, args.decisions)
+        return
 
     r0 = SearchConfig(mode="round0", simulations=args.simulations, round0=Round0Settings(root_rollouts=1))
     figures: dict = {}
@@ -112,11 +145,11 @@ def main() -> None:
     small = {"filters": 32, "blocks": 4}
     rn = SearchConfig(mode="puct", simulations=32)
     for games in (16, 64) if device == "cpu" else (256, 1024, 4096):
-        for key, value in network_rate(small, rn, games, device, decisions=2).items():
+        for key, value in network_rate(random_player(small, device), rn, games, decisions=2).items():
             figures[f"roundN_small_{games}games_{key}"] = value
     if device == "cuda":
         for games in (256, 1024, 4096):
-            for key, value in network_rate({}, rn, games, device, decisions=2).items():
+            for key, value in network_rate(random_player({}, device), rn, games, decisions=2).items():
                 figures[f"roundN_design_{games}games_{key}"] = value
     report(
         "search",
@@ -125,7 +158,7 @@ def main() -> None:
             "roundN": rn.to_dict(),
             "small_net": small,
             "device": device,
-            "positions": "levels 5/10/15, 0-7 random pills in",
+            "positions": POSITIONS,
             "threads_per_process": 1,
         },
         figures,

@@ -173,6 +173,7 @@ def main() -> None:
     parser.add_argument(
         "--device", default="cpu", help="where the networks run (cuda: raise --lockstep, so each call is a batch)"
     )
+    parser.add_argument("--dtype", default="auto", help="the networks' dtype in play: auto, float32, bfloat16")
     parser.add_argument("--name", default="search100", help="result file name")
     args = parser.parse_args()
     import torch
@@ -187,7 +188,8 @@ def main() -> None:
     )
     games = tuning_games(args.level, args.games, args.seed) if args.tuning else cfg.games()
     others = [s for s in args.others.split(",") if s]
-    agents: list[Agent] = make_agents([*others, args.search], network=args.network, device=args.device)
+    specs = [*others, args.search]
+    agents: list[Agent] = make_agents(specs, network=args.network, device=args.device, dtype=args.dtype)
     base = agents.pop()
     assert isinstance(base, SearchAgent)
     if not (args.no_default or args.alone):
@@ -205,7 +207,7 @@ def main() -> None:
     for text in args.against:
         label, _, checkpoint = text.partition("=")
         kinds = [*([] if args.alone else [args.search]), *(["policy"] if "policy" in others or args.alone else [])]
-        for agent in make_agents(kinds, network=checkpoint, device=args.device):
+        for agent in make_agents(kinds, network=checkpoint, device=args.device, dtype=args.dtype):
             agent.name = f"{agent.name} {label}"
             agents.append(agent)
     _, records = arena(agents, games, cfg)
@@ -263,6 +265,7 @@ def main() -> None:
         "tuning": args.tuning,
         "threads": args.threads,
         "device": args.device,
+        "dtype": args.dtype,
     }
     report(args.name, settings, figures)
 

@@ -154,11 +154,29 @@ def test_evaluate_reuses_its_out_file_when_made_the_same_way(checkpoint, tmp_pat
     assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1]  # other settings: played again
     assert "other agents or settings" in capsys.readouterr().err
     assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1]
+    assert main([*args, "--max-pills", "31", "--dtype", "bfloat16"]) == 0 and played == [1, 1, 1]  # another dtype
+    assert json.loads((tmp_path / "arena.csv.settings.json").read_text())["dtype"] == "bfloat16"
+    assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1, 1, 1]
     from drmario.learn.checkpoint import save_net
     from drmario.learn.net import DrMarioNet, NetConfig
 
     save_net(DrMarioNet(NetConfig(filters=4, blocks=1)), checkpoint)  # another network at the same path
-    assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1, 1]
+    assert main([*args, "--max-pills", "31"]) == 0 and played == [1, 1, 1, 1, 1]
+
+
+def test_dtype_chooses_the_networks_number_format_in_play(checkpoint):
+    from drmario.learn.device import INFERENCE_DTYPES, resolve_dtype
+    from drmario.run.agents import DTYPES, make_agent, make_agents
+
+    assert ("auto", *INFERENCE_DTYPES) == DTYPES
+    assert resolve_dtype("auto") is None and resolve_dtype("bfloat16") is torch.bfloat16
+    with pytest.raises(ValueError, match="'half'.*auto, float32, bfloat16"):
+        resolve_dtype("half")
+    for name, dtype in [("auto", torch.float32), ("float32", torch.float32), ("bfloat16", torch.bfloat16)]:
+        search, alone = make_agents(["net-mcts-4", "policy"], network=checkpoint, dtype=name)
+        assert search.evaluator is alone.evaluator and alone.evaluator.dtype == dtype
+        assert make_agent(f"policy@{checkpoint}", dtype=name).evaluator.dtype == dtype
+    assert main(["play", "--agent", f"net-mcts-2@{checkpoint}", "--dtype", "bfloat16", "--max-pills", "3"]) == 0
 
 
 def test_settings_of_a_notebook_are_the_notebooks_values(capsys):

@@ -13,6 +13,18 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+INFERENCE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # drmario.run.agents.DTYPES names them
+
+
+def resolve_dtype(name: str | None) -> torch.dtype | None:
+    """The torch dtype a play setting names; None for auto (the `Player`'s default for its device)."""
+    if name in (None, "auto"):
+        return None
+    if name not in INFERENCE_DTYPES:
+        raise ValueError(f"dtype {name!r}: not a play dtype (auto, {', '.join(INFERENCE_DTYPES)})")
+    return INFERENCE_DTYPES[name]
+
+
 def device_problem(name: str) -> str | None:
     """Why a device setting cannot run here ("cuda:7" on a machine with one GPU), or None."""
     if name == "auto":

@@ -51,6 +51,11 @@ AGENT_HELP = (
     "(the network with search), dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt, "
     f"policy@small (the shipped network; default {DEFAULT_SIMULATIONS} simulations)"
 )
+DTYPES = ("auto", "float32", "bfloat16")  # the play dtypes (`drmario.learn.device.resolve_dtype`)
+DTYPE_HELP = (
+    "the networks' number format in play: auto (bfloat16 on CUDA, float32 on the CPU), float32, or bfloat16 "
+    "(faster on CPUs with AMX or AVX512-BF16: the apprentice's search 5x on a Xeon; some moves differ; README)"
+)
 _SPEC = re.compile(r"^(?P<kind>[a-z][a-z0-9]*(?:-[a-z]+)*?)(?:-(?P<sims>\d+))?(?:@(?P<path>.+))?$")
 
 
@@ -105,9 +110,12 @@ def resolve_checkpoint(source: str | Path) -> Path:
     return path
 
 
-def make_agent(spec: str, *, network: str | Path | Player | None = None, device: str = "cpu") -> Agent:
+def make_agent(
+    spec: str, *, network: str | Path | Player | None = None, device: str = "cpu", dtype: str | None = None
+) -> Agent:
     """An agent from its spec (module docstring), e.g. ``"mcts-200"`` or ``"net-mcts-100"`` with
-    network set. Evaluation settings: search agents play their best move (no root noise)."""
+    network set; a network from a path runs on device in dtype (`resolve_dtype`: None or auto is the
+    device's default). Evaluation settings: search agents play their best move (no root noise)."""
     kind, sims, path = parse_spec(spec)
     name = agent_name(spec)
     n = sims or DEFAULT_SIMULATIONS
@@ -131,10 +139,13 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
 
         file = str(resolve_checkpoint(source))
         return DQNAgent.load(file, device=device) if kind == "dqn" else TDAgent.load(file)
-    from drmario.learn.device import resolve_device
+    from drmario.learn.device import resolve_device, resolve_dtype
     from drmario.learn.player import Player, load_player
 
-    player = source if isinstance(source, Player) else load_player(resolve_checkpoint(source), resolve_device(device))
+    if isinstance(source, Player):
+        player = source
+    else:
+        player = load_player(resolve_checkpoint(source), resolve_device(device), resolve_dtype(dtype))
     if kind == "policy":
         return PolicyAgent(player, name=name)
     cfg = SearchConfig(  # no noise: evaluation plays the best move
@@ -147,12 +158,12 @@ def make_agent(spec: str, *, network: str | Path | Player | None = None, device:
 
 
 def make_agents(
-    specs: Sequence[str], *, network: str | Path | Player | None = None, device: str = "cpu"
+    specs: Sequence[str], *, network: str | Path | Player | None = None, device: str = "cpu", dtype: str | None = None
 ) -> list[Agent]:
     """`make_agent` for each spec; the network (a checkpoint path) is loaded once for all of them."""
     if isinstance(network, (str, Path)) and any(parse_spec(s)[0] in NETWORK_KINDS for s in specs):
-        from drmario.learn.device import resolve_device
+        from drmario.learn.device import resolve_device, resolve_dtype
         from drmario.learn.player import load_player
 
-        network = load_player(resolve_checkpoint(network), resolve_device(device))
-    return [make_agent(spec, network=network, device=device) for spec in specs]
+        network = load_player(resolve_checkpoint(network), resolve_device(device), resolve_dtype(dtype))
+    return [make_agent(spec, network=network, device=device, dtype=dtype) for spec in specs]

@@ -123,7 +123,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     check_agents([args.agent])
     if _needs_torch([args.agent]):
         set_threads(args.threads)
-    agent = make_agent(args.agent, network=args.network, device=args.device)
+    agent = make_agent(args.agent, network=args.network, device=args.device, dtype=args.dtype)
     agent.name = network_name(args.agent, args.network)
     game = Game(
         args.seed, args.level, pill_mode=args.pills, stall_limit=args.stall_limit, timing=args.timing, speed=args.speed
@@ -180,9 +180,9 @@ def _print_arena(table: Any) -> None:
     print("\n" + format_leaderboard(leaderboard(table)))
 
 
-def evaluation_record(specs: list[str], network: str | None, cfg: Any) -> dict[str, Any]:
+def evaluation_record(specs: list[str], network: str | None, cfg: Any, dtype: str = "auto") -> dict[str, Any]:
     """What an arena table is made with: the agents, each network file by its digest (a retrained
-    checkpoint at the same path is another agent), and the evaluation settings."""
+    checkpoint at the same path is another agent), the networks' play dtype and the evaluation settings."""
     from drmario.files import file_sha256
     from drmario.run.agents import TORCH_KINDS, parse_spec, resolve_checkpoint
 
@@ -193,7 +193,7 @@ def evaluation_record(specs: list[str], network: str | None, cfg: Any) -> dict[s
         if kind in TORCH_KINDS and source is not None:
             file = resolve_checkpoint(source)
             digests[spec] = file_sha256(file) if file.is_file() else None
-    return {"agents": specs, "network": network, "digests": digests, "evaluation": cfg.to_dict()}
+    return {"agents": specs, "network": network, "digests": digests, "dtype": dtype, "evaluation": cfg.to_dict()}
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -212,7 +212,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     specs = [s.strip() for s in args.agents.split(",")]
     check_agents(specs)
     cfg = settings_from(EvalConfig, args)
-    record = evaluation_record(specs, args.network, cfg)
+    record = evaluation_record(specs, args.network, cfg, args.dtype)
     sidecar = Path(f"{args.out}.settings.json") if args.out else None
     if sidecar and Path(args.out).is_file() and sidecar.is_file() and not args.force:
         try:
@@ -226,7 +226,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{args.out} was made with other agents or settings: playing again", file=sys.stderr)
     if _needs_torch(specs):
         set_threads(args.threads)
-    agents = make_agents(specs, network=args.network, device=args.device)
+    agents = make_agents(specs, network=args.network, device=args.device, dtype=args.dtype)
     for spec, agent in zip(specs, agents):  # policy@small, not policy: networks stay apart in tables
         agent.name = network_name(spec, args.network)
     table, _ = arena(agents, config=cfg, progress=not args.no_progress)
@@ -444,11 +444,12 @@ THREADS_HELP = "CPU threads for torch (0: torch's default, one per core); 1 is f
 
 
 def _play_args(p: argparse.ArgumentParser) -> None:
-    from drmario.run.agents import AGENT_HELP
+    from drmario.run.agents import AGENT_HELP, DTYPE_HELP, DTYPES
 
     p.add_argument("--agent", default="greedy", help=f"who plays: {AGENT_HELP}")
     p.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
     p.add_argument("--device", default="cpu", help="where a network runs")
+    p.add_argument("--dtype", choices=DTYPES, default="auto", help=DTYPE_HELP)
     p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
     p.add_argument("--seed", type=int, default=1234, help="NES RNG seed, 2..65535")
     p.add_argument("--level", type=int, default=0, help="virus level 0..24")
@@ -485,11 +486,12 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     from drmario.play.arena import EvalConfig
-    from drmario.run.agents import AGENT_HELP
+    from drmario.run.agents import AGENT_HELP, DTYPE_HELP, DTYPES
 
     p.add_argument("--agents", default="random,greedy,mcts-100", help=f"comma-separated agents: {AGENT_HELP}")
     p.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
     p.add_argument("--device", default="cpu", help="where networks run")
+    p.add_argument("--dtype", choices=DTYPES, default="auto", help=DTYPE_HELP)
     p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
     p.add_argument("--out", metavar="FILE", help="write the table as CSV; if FILE was made the same way, print it")
     p.add_argument("--force", action="store_true", help="play again even if --out FILE was made the same way")

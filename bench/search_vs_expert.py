@@ -40,7 +40,7 @@ from drmario.play.agents import Agent, SearchAgent
 from drmario.play.arena import EvalConfig, arena, wilson
 from drmario.play.gate import compare
 from drmario.play.lockstep import GameSpec
-from drmario.run.agents import make_agents
+from drmario.run.agents import DTYPE_HELP, DTYPES, make_agents
 from drmario.run.rounds import ppv_interval
 from drmario.search.core import Evaluator, Prediction
 from drmario.search.expert import expert_scores, load_weights
@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument(
         "--device", default="cpu", help="where the networks run (cuda: raise --lockstep, so each call is a batch)"
     )
-    parser.add_argument("--dtype", default="auto", help="the networks' dtype in play: auto, float32, bfloat16")
+    parser.add_argument("--dtype", choices=DTYPES, default="auto", help=DTYPE_HELP)
     parser.add_argument("--name", default="search100", help="result file name")
     args = parser.parse_args()
     import torch

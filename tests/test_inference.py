@@ -92,6 +92,26 @@ def test_inference_server_answers_workers_through_shared_memory():
     assert rows and rows[-1]["positions"] == 20 and "device_busy" in rows[-1]
 
 
+def test_self_play_runs_the_network_in_its_dtype(tmp_path):
+    from drmario.play.selfplay import make_agent
+
+    net = tiny_net(1)
+    ckpt = save_net(net, tmp_path / "net.pt")
+    search = SearchConfig(mode="gumbel", simulations=2)
+    for name, dtype in [("auto", torch.float32), ("float32", torch.float32), ("bfloat16", torch.bfloat16)]:
+        assert make_agent(SelfPlayConfig(network=str(ckpt), search=search, dtype=name)).evaluator.dtype == dtype
+    cells, pills, previews = some_positions(6)
+    want = Player.from_module(net, dtype=torch.bfloat16).evaluate(cells, pills, previews)
+    with InferenceServer(net, workers=1, dtype="bfloat16", capacity=64, buckets=(16, 64)) as server:
+        remote = RemoteEvaluator(server.handle(0))
+        got = remote.evaluate(cells, pills, previews)
+        remote.close()
+    for x, y in zip(got, want):  # the server's network runs in bfloat16 too: the same answers (float32's differ
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-5)  # from them by up to 2e-4 here)
+    with pytest.raises(Exception, match="half"):
+        SelfPlayConfig(network=str(ckpt), search=search, dtype="half")
+
+
 def test_selfplay_with_an_inference_server_and_two_search_processes(tmp_path):
     ckpt = save_net(tiny_net(2), tmp_path / "net.pt")
     cfg = SelfPlayConfig(

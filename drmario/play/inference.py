@@ -31,6 +31,7 @@ import torch
 from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
 from drmario.files import RunError, die_with_parent
+from drmario.learn.device import resolve_dtype
 from drmario.learn.encode import planes_torch
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player
@@ -307,14 +308,23 @@ class RemoteEvaluator:
 
 
 def _serve(
-    net_state: dict, device: str, buckets: Sequence[int], requests, answers, shm_names, capacity, log, parent=None
+    net_state: dict,
+    device: str,
+    dtype: str,
+    buckets: Sequence[int],
+    requests,
+    answers,
+    shm_names,
+    capacity,
+    log,
+    parent=None,
 ) -> None:
     """The inference process: merge pending requests into one batch, evaluate, answer each."""
     die_with_parent(parent)
 
     net = DrMarioNet(NetConfig.from_dict(net_state["config"]))
     net.load_state_dict(net_state["model"])
-    engine = BatchedInference(net, device, buckets=buckets, slots=2)
+    engine = BatchedInference(net, device, dtype=resolve_dtype(dtype), buckets=buckets, slots=2)
     shms = [[shared_memory.SharedMemory(name=n) for n in names] for names in shm_names]
     channels = [[_channel(s, capacity) for s in worker] for worker in shms]
     limit = engine.buckets[-1]
@@ -384,6 +394,7 @@ class InferenceServer:
         workers: int,
         *,
         device: str = "cpu",
+        dtype: str = "auto",
         capacity: int = 4096,
         buckets: Sequence[int] = (64, 256, 1024, 4096),
     ) -> None:
@@ -406,6 +417,7 @@ class InferenceServer:
             args=(
                 state,
                 device,
+                dtype,
                 tuple(buckets),
                 self.requests,
                 [s for _, s in pipes],

@@ -65,6 +65,9 @@ class SelfPlayConfig(Settings):
     search: SearchConfig = setting(SearchConfig(), "the search that chooses every move")
     network: str | None = setting(None, "network checkpoint for a search with a network (mode puct or gumbel)")
     device: str = setting("cpu", "where the network runs: auto (cuda if available), cpu, cuda or cuda:N")
+    dtype: Literal["auto", "float32", "bfloat16"] = setting(
+        "auto", "the network's number format: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16"
+    )
     temperature: float = setting(1.0, "moves are sampled from target ** (1 / temperature) ...", ge=0)
     temperature_moves: int = setting(
         0, "... for this many first pills of each game, then the best move is played", ge=0
@@ -120,19 +123,19 @@ def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Agent
     if evaluator is None and cfg.network:
         import torch  # only a search with a network needs it
 
-        from drmario.learn.device import resolve_device
+        from drmario.learn.device import resolve_device, resolve_dtype
         from drmario.learn.player import load_player
 
         if cfg.workers > 1:
             torch.set_num_threads(1)  # one core per worker: oversubscribed OpenMP threads crawl
-        device = resolve_device(cfg.device)
+        device, dtype = resolve_device(cfg.device), resolve_dtype(cfg.dtype)
         if device.type == "cuda":  # fixed shapes, CUDA graphs, overlapped halves
             from drmario.learn.checkpoint import load_net
             from drmario.play.inference import BatchedInference
 
-            evaluator = BatchedInference(load_net(cfg.network), str(device))
+            evaluator = BatchedInference(load_net(cfg.network), str(device), dtype=dtype)
         else:
-            evaluator = load_player(cfg.network, device=device)
+            evaluator = load_player(cfg.network, device=device, dtype=dtype)
     agent = SearchAgent(
         cfg.search, evaluator, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves, epsilon=cfg.epsilon
     )
@@ -253,7 +256,7 @@ def generate(
         cfg_dict = cfg.to_dict()
         if cfg.inference == "server":
             assert cfg.network is not None  # checked by SelfPlayConfig: a network search
-            run_with_server(play_shard, cfg_dict, cfg.network, cfg.device, shards, run_dir, cfg.workers, bar)
+            run_with_server(play_shard, cfg_dict, cfg.network, cfg.device, cfg.dtype, shards, run_dir, cfg.workers, bar)
         elif cfg.workers == 1:
             agent = make_agent(cfg)
             for specs in shards:

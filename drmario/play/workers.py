@@ -132,6 +132,7 @@ def run_with_server(
     cfg_dict: dict,
     network: str,
     device: str,
+    dtype: str,
     shards: list[list[GameSpec]],
     run_dir: Path,
     workers: int,
@@ -146,7 +147,7 @@ def run_with_server(
     ctx = _spawn()
     done = ctx.Queue()
     metrics = run_dir / "metrics.csv"
-    with InferenceServer(load_net(network), workers, device=device) as server:
+    with InferenceServer(load_net(network), workers, device=device, dtype=dtype) as server:
         procs = [
             ctx.Process(
                 target=_server_job,

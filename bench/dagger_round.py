@@ -1,0 +1,90 @@
+"""One DAgger round from the shipped apprentice, without a GPU: does training on the positions its own
+games reach, labelled by its depth-3 teacher, make it play better?
+
+The `gpu-quick` profile's round 1 at the scale of 2 CPU cores (`prepare`; on the 2-core Xeon about
+25 minutes of games and 50 of training):
+
+- 1,200 games (the profile: 2,400) at levels 14 to 24 played by the network with 8 simulations of
+  Gumbel search (no root noise after the 8-pill opening), every position labelled by expert3 (the
+  depth-3 expert), a stalemate (40 pills that clear nothing) a loss; the network in bfloat16
+  (`generate --dtype`); seed 1, as the pipeline's round 1;
+- 150 more such games (seed 2) that no training uses: held-out positions of the network's own games;
+- the network trained further on round 0's examples (--round0: the examples of the run that made it)
+  and the 1,200 games' (700 steps of 1,024 at a peak rate of 5e-4, 70 warm-up steps, cosine, CPU bf16
+  autocast, training seed 1; the profile: 2,500 steps at 2e-3 on a GPU).
+
+`gate` plays the new network and the old one alone on the gate's 100 games (levels 15 and 20, the
+gating seeds; `play.gate`) and writes the gate's paired comparison and decision to
+bench/results/NAME-MACHINE.json. The other figures come from the kit's benches: held-out agreement
+with the teacher by `capacity.py held-out` (on the held-out games above and on depth-3 expert games
+of another seed), play on the evaluation games by `search_vs_expert.py --dtype bfloat16` and `pair.py`.
+
+Run: `python bench/dagger_round.py prepare --round0 runs/quick/round0/examples`, then
+`python bench/dagger_round.py gate --new runs/ap-r1/train1/checkpoints/latest.pt`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from common import REPO, report
+from one_round import drmario
+
+from drmario.play.gate import GateConfig, compare, play_gate
+from drmario.run.agents import DTYPE_HELP, DTYPES, make_agent
+
+SELFPLAY = "--levels [14,16,18,20,22,24] --mode gumbel --simulations 8 --gumbel-noise 0 --labels expert"
+SELFPLAY += " --expert-depth 3 --temperature-moves 8 --stall-limit 40 --stalemate-won -1 --max-pills 1000"
+SELFPLAY += " --workers 2 --dtype bfloat16"
+TRAIN = "--planes 24 --count-error scaled --filters 128 --blocks 10 --head conv --value-weight 0.1 --optimizer adamw"
+TRAIN += " --lr 0.0005 --warmup-steps 70 --schedule cosine --batch-size 1024 --steps 700 --augment true"
+TRAIN += " --test-fraction 0.05 --seed 1 --log-every 25 --eval-every 350 --checkpoint-every 100"
+TRAIN += " --keep-checkpoints 2 --device cpu --cpu-bf16 true --threads 2"
+
+
+def prepare(run_dir: Path, network: str, round0: Path) -> None:
+    """The round's games, the held-out games and the training (each resumes where it stopped)."""
+    games = {"round1": ("1200", "1", "50"), "own-held-out": ("150", "2", "25")}
+    for name, (count, seed, shard) in games.items():
+        args = ["--games", count, "--seed", seed, "--games-per-shard", shard, "--network", network]
+        drmario("generate", str(run_dir / name), *args, *SELFPLAY.split())
+    data = [str(round0), str(run_dir / "round1" / "examples")]
+    drmario("train", str(run_dir / "train1"), *data, "--init", network, *TRAIN.split())
+
+
+def gate(new: str, old: str, dtype: str, name: str) -> None:
+    """Both networks alone on the gating games, paired, and the gate's decision."""
+    cfg = GateConfig()
+    records, seconds = {}, {}
+    for label, network in (("new", new), ("old", old)):
+        start = time.perf_counter()
+        records[label] = play_gate(make_agent(cfg.agent, network=network, dtype=dtype), cfg)
+        seconds[label] = round(time.perf_counter() - start, 1)
+    result = compare(records["new"], records["old"], cfg.alpha)
+    settings = {"new": new, "old": old, "dtype": dtype, "gate": cfg.to_dict(), "seconds": seconds}
+    report(name, settings, result.to_dict())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="the games and the training")
+    p.add_argument("--run-dir", type=Path, default=REPO / "runs" / "ap-r1")
+    p.add_argument("--network", default="data/networks/apprentice.pt", help="the network of the round before")
+    p.add_argument("--round0", type=Path, required=True, help="round 0's examples (the network's training data)")
+    g = sub.add_parser("gate", help="the gate's games and decision")
+    g.add_argument("--new", required=True, help="the new network's checkpoint")
+    g.add_argument("--old", default="apprentice", help="the network of the round before (a checkpoint or a name)")
+    g.add_argument("--dtype", choices=DTYPES, default="bfloat16", help=DTYPE_HELP)
+    g.add_argument("--name", default="dagger-round-gate", help="result file name")
+    args = parser.parse_args()
+    if args.command == "prepare":
+        prepare(args.run_dir, args.network, args.round0)
+    else:
+        gate(args.new, args.old, args.dtype, args.name)
+
+
+if __name__ == "__main__":
+    main()

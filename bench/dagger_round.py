@@ -2,7 +2,7 @@
 games reach, labelled by its depth-3 teacher, make it play better?
 
 The `gpu-quick` profile's round 1 at the scale of 2 CPU cores (`prepare`; on the 2-core Xeon about
-25 minutes of games and 50 of training):
+26 minutes of games and 55 of training):
 
 - 1,200 games (the profile: 2,400) at levels 14 to 24 played by the network with 8 simulations of
   Gumbel search (no root noise after the 8-pill opening), every position labelled by expert3 (the

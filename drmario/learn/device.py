@@ -13,7 +13,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-INFERENCE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # drmario.run.agents.DTYPES names them
+INFERENCE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # drmario.play.agents.PlayDtype names them
 
 
 def resolve_dtype(name: str | None) -> torch.dtype | None:

@@ -9,7 +9,7 @@ every agent chooses among the reachable moves (`core.legal_moves_of`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from drmario.engine.board import Move
 from drmario.search.config import SearchConfig
 from drmario.search.core import Evaluator, Position, SearchResult, legal_mask_of, legal_moves_of
 from drmario.search.heuristics import greedy_move, greedy_pick
+
+# The networks' number formats in play (`drmario.learn.device.resolve_dtype`): auto is bfloat16 on CUDA,
+# float32 on the CPU. Torch-free here, for the settings and the command line.
+PlayDtype = Literal["auto", "float32", "bfloat16"]
 
 
 class Decision(NamedTuple):

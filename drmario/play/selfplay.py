@@ -33,7 +33,7 @@ from drmario.engine.level import MAX_LEVEL, SELFPLAY_SEEDS
 from drmario.files import lock_run_dir, remove_stray_temp, write_atomic
 from drmario.learn.example_files import write_examples
 from drmario.learn.examples import game_examples
-from drmario.play.agents import Agent, Decision, RescueAgent, SearchAgent
+from drmario.play.agents import Agent, Decision, PlayDtype, RescueAgent, SearchAgent
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.shards import done_games, read_records, records_path, seal, set_aside_damaged, shard_path
 from drmario.play.workers import run_pool, run_with_server
@@ -65,7 +65,7 @@ class SelfPlayConfig(Settings):
     search: SearchConfig = setting(SearchConfig(), "the search that chooses every move")
     network: str | None = setting(None, "network checkpoint for a search with a network (mode puct or gumbel)")
     device: str = setting("cpu", "where the network runs: auto (cuda if available), cpu, cuda or cuda:N")
-    dtype: Literal["auto", "float32", "bfloat16"] = setting(
+    dtype: PlayDtype = setting(
         "auto", "the network's number format: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16"
     )
     temperature: float = setting(1.0, "moves are sampled from target ** (1 / temperature) ...", ge=0)

@@ -28,9 +28,9 @@ import difflib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
-from drmario.play.agents import Agent, GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
+from drmario.play.agents import Agent, GreedyAgent, PlayDtype, PolicyAgent, RandomAgent, SearchAgent
 from drmario.run.kit import shipped_network
 from drmario.search.config import SearchConfig
 from drmario.search.expert import ExpertSettings
@@ -51,7 +51,7 @@ AGENT_HELP = (
     "(the network with search), dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt, "
     f"policy@small (the shipped network; default {DEFAULT_SIMULATIONS} simulations)"
 )
-DTYPES = ("auto", "float32", "bfloat16")  # the play dtypes (`drmario.learn.device.resolve_dtype`)
+DTYPES: tuple[str, ...] = get_args(PlayDtype)
 DTYPE_HELP = (
     "the networks' number format in play: auto (bfloat16 on CUDA, float32 on the CPU), float32, or bfloat16 "
     "(faster on CPUs with AMX or AVX512-BF16: the apprentice's search 5x on a Xeon; some moves differ; README)"

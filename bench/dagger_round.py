@@ -13,6 +13,9 @@ The `gpu-quick` profile's round 1 at the scale of 2 CPU cores (`prepare`; on the
   and the 1,200 games' (700 steps of 1,024 at a peak rate of 5e-4, 70 warm-up steps, cosine, CPU bf16
   autocast, training seed 1; the profile: 2,500 steps at 2e-3 on a GPU).
 
+`control` is the same training on round 0's examples alone (`train-control`): what the 700 further
+steps do without the round's games, so that the round's change can be told from the extra training's.
+
 `gate` plays the new network and the old one alone on the gate's 100 games (levels 15 and 20, the
 gating seeds; `play.gate`) and writes the gate's paired comparison and decision to
 bench/results/NAME-MACHINE.json. The other figures come from the kit's benches: held-out agreement
@@ -20,7 +23,8 @@ with the teacher by `capacity.py held-out` (on the held-out games above and on d
 of another seed), play on the evaluation games by `search_vs_expert.py --dtype bfloat16` and `pair.py`.
 
 Run: `python bench/dagger_round.py prepare --round0 runs/quick/round0/examples`, then
-`python bench/dagger_round.py gate --new runs/ap-r1/train1/checkpoints/latest.pt`.
+`python bench/dagger_round.py gate --new runs/ap-r1/train1/checkpoints/latest.pt`; the control:
+`python bench/dagger_round.py control --round0 runs/quick/round0/examples`.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ def prepare(run_dir: Path, network: str, round0: Path) -> None:
     drmario("train", str(run_dir / "train1"), *data, "--init", network, *TRAIN.split())
 
 
+def control(run_dir: Path, network: str, round0: Path) -> None:
+    """The round's training on round 0's examples alone."""
+    drmario("train", str(run_dir / "train-control"), str(round0), "--init", network, *TRAIN.split())
+
+
 def gate(new: str, old: str, dtype: str, name: str) -> None:
     """Both networks alone on the gating games, paired, and the gate's decision."""
     cfg = GateConfig()
@@ -71,9 +80,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="the games and the training")
-    p.add_argument("--run-dir", type=Path, default=REPO / "runs" / "ap-r1")
-    p.add_argument("--network", default="data/networks/apprentice.pt", help="the network of the round before")
-    p.add_argument("--round0", type=Path, required=True, help="round 0's examples (the network's training data)")
+    c = sub.add_parser("control", help="the same training on round 0's examples alone")
+    for q in (p, c):
+        q.add_argument("--run-dir", type=Path, default=REPO / "runs" / "ap-r1")
+        q.add_argument("--network", default="data/networks/apprentice.pt", help="the network of the round before")
+        q.add_argument("--round0", type=Path, required=True, help="round 0's examples (the network's training data)")
     g = sub.add_parser("gate", help="the gate's games and decision")
     g.add_argument("--new", required=True, help="the new network's checkpoint")
     g.add_argument("--old", default="apprentice", help="the network of the round before (a checkpoint or a name)")
@@ -82,6 +93,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.run_dir, args.network, args.round0)
+    elif args.command == "control":
+        control(args.run_dir, args.network, args.round0)
     else:
         gate(args.new, args.old, args.dtype, args.name)
 

@@ -13,6 +13,9 @@ level, NES rules, no stalemate rule, a pill cap that counts as a loss), paired: 
 intervals, pills per virus (all games and won games, bootstrap 95% over games), and the paired
 difference on the games both won (bootstrap 95%).
 
+Depth 4 (``--depths 3,4``) scores each depth-3 chance outcome by the best of the next pill's
+`DEPTH4_KEEP` best placements, valued by E over the pill after it of its best placement's evaluation.
+
 Run: ``python bench/expert_depth.py --games 200 --level 20``; ``--evaluation --games 100 --max-pills 2000``
 for the evaluation table's games. Writes bench/results/NAME-MACHINE.json.
 """
@@ -75,23 +78,27 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=20)
     parser.add_argument("--seed", type=int, default=77, help="draws the games (training seeds)")
     parser.add_argument(
-        "--evaluation", action="store_true", help="the arena's evaluation games instead (EvalConfig, its seed 2024)"
+        "--evaluation", action="store_true", help="the arena's evaluation games instead (EvalConfig, --eval-seed)"
     )
+    parser.add_argument("--eval-seed", type=int, default=2024, help="draws the evaluation games (EvalConfig.seed)")
     parser.add_argument("--beam", type=int, default=E.DEPTH3_BEAM, help="moves rescored at depth 3")
     parser.add_argument("--keep", type=int, default=E.DEPTH3_KEEP, help="preview placements per beam move")
     parser.add_argument("--max-pills", type=int, default=1000, help="pill cap (a capped game is a loss)")
+    parser.add_argument("--depths", default="2,3", help="the depths played, each paired with the one before it")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--name", default="expert-depth")
     args = parser.parse_args()
 
     if args.evaluation:
-        seeds = [g.seed for g in EvalConfig(levels=[args.level], top_level_games=args.games).games()]
+        cfg = EvalConfig(levels=[args.level], top_level_games=args.games, seed=args.eval_seed)
+        seeds = [g.seed for g in cfg.games()]
     else:
         seeds = np.random.default_rng(args.seed).choice(TRAINING_SEEDS, args.games, replace=False)
     figures: dict = {}
     results = {}
     with ProcessPoolExecutor(args.workers) as pool:
-        for depth in (2, 3):
+        depths = [int(d) for d in args.depths.split(",")]
+        for depth in depths:
             start = time.perf_counter()
             jobs = [(int(s), args.level, depth, args.beam, args.keep, args.max_pills) for s in seeds]
             results[depth] = np.array(list(pool.map(play, jobs, chunksize=4)), np.int64)
@@ -100,8 +107,9 @@ def main() -> None:
             row["ms per pill (one core)"] = round(1000 * seconds * args.workers / results[depth][:, 2].sum(), 2)
             figures[f"depth {depth}"] = row
             print(depth, row, flush=True)
-    paired = compare(records(seeds, args.level, results[3]), records(seeds, args.level, results[2]))
-    figures["depth 3 against depth 2, paired (play.gate.compare)"] = paired.to_dict()
+    for old, new in zip(depths, depths[1:]):
+        paired = compare(records(seeds, args.level, results[new]), records(seeds, args.level, results[old]))
+        figures[f"depth {new} against depth {old}, paired (play.gate.compare)"] = paired.to_dict()
     report(args.name, vars(args), figures)
 
 

@@ -135,10 +135,11 @@ def test_agents_from_specs(tmp_path):
     assert agent.config.simulations == 12 and agent.config.mode == "puct" and agent.config.puct.dirichlet_fraction == 0
     policy, search = make_agents(["policy", "net-gumbel-8"], network=ckpt)
     assert policy.evaluator is search.evaluator and search.config.mode == "gumbel"  # one network loaded
-    expert, expert3 = make_agents(["expert", "expert3"])
+    expert, expert3, expert4 = make_agents(["expert", "expert3", "expert4"])
     assert (expert.name, expert.config.expert.depth) == ("expert", 2)
     assert (expert3.name, expert3.config.expert.depth) == ("expert3", 3)
-    for bad in ["alphazero", "greedy-5", "mcts-0", "policy", "expert3-5", "expert4"]:
+    assert (expert4.name, expert4.config.expert.depth) == ("expert4", 4)
+    for bad in ["alphazero", "greedy-5", "mcts-0", "policy", "expert3-5", "expert5"]:
         with pytest.raises(ValueError, match="agent"):
             make_agent(bad)
 

@@ -192,15 +192,32 @@ def best_after(cells: np.ndarray, pill: tuple[int, int], weights: np.ndarray) ->
     return max((E.evaluate_board(b, weights) for b in boards if not K.spawn_blocked(b)), default=-E.EVAL_CLAMP)
 
 
-def test_depth_3_rescores_the_beam_by_the_expected_best_placement_of_the_unknown_next_pill() -> None:
-    weights = E.load_weights()
+MIXED = [(a, b) for a in (1, 2, 3) for b in (1, 2, 3)]  # the 9 next pills, equally likely
+
+
+def board_in_play() -> tuple[np.ndarray, tuple[int, int]]:
+    """A level-14 board 12 pills into the expert's game, and its 13th pill."""
     start = new_level(99, 14)
     cells, pills = start.board.cells.copy(), start.pill_array
     record = np.empty((12, 3), np.int8)
-    E.play_game(cells, pills, weights, 2, 99, 12, record)  # a board some pills into the game
+    E.play_game(cells, pills, E.load_weights(), 2, 99, 12, record)
     for k in range(12):
         K.place_and_resolve(cells, *pills[k], *record[k])
-    pill, preview = tuple(pills[12].tolist()), (K.RED, K.BLUE)
+    return cells, tuple(pills[12].tolist())
+
+
+def best_boards(cells: np.ndarray, pill: tuple[int, int], weights: np.ndarray, keep: int) -> list[np.ndarray]:
+    """The keep best boards by evaluation after pill's placements that do not top out."""
+    options = np.empty((K.MAX_MOVES, 3), np.int8)
+    boards = [placed(cells, pill, m) for m in options[: K.legal_moves_into(cells, *pill, options)]]
+    boards = [b for b in boards if not K.spawn_blocked(b)]
+    return sorted(boards, key=lambda b: -E.evaluate_board(b, weights))[:keep]
+
+
+def test_depth_3_rescores_the_beam_by_the_expected_best_placement_of_the_unknown_next_pill() -> None:
+    weights = E.load_weights()
+    cells, pill = board_in_play()
+    preview = (K.RED, K.BLUE)
     moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
     n = E.expert_scores(cells, *pill, *preview, weights, moves, scores, 2)
     depth2 = scores[:n].copy()
@@ -211,20 +228,37 @@ def test_depth_3_rescores_the_beam_by_the_expected_best_placement_of_the_unknown
     beam = open_ & (depth3 > -2 * E.EVAL_CLAMP)
     assert beam.sum() == min(E.DEPTH3_BEAM, open_.sum()) and np.all(depth3[open_ & ~beam] == -2 * E.EVAL_CLAMP)
     assert depth2[beam].min() >= depth2[open_ & ~beam].max()  # the beam is the best by depth 2
-    mixed = [(a, b) for a in (1, 2, 3) for b in (1, 2, 3)]  # the 9 next pills, equally likely
     for j in np.flatnonzero(beam):
-        after = placed(cells, pill, moves[j])
-        options = np.empty((K.MAX_MOVES, 3), np.int8)
-        boards = [placed(after, preview, m) for m in options[: K.legal_moves_into(after, *preview, options)]]
-        boards = [b for b in boards if not K.spawn_blocked(b)]
-        boards.sort(key=lambda b: -E.evaluate_board(b, weights))
-        expected = [np.mean([best_after(b, p, weights) for p in mixed]) for b in boards[: E.DEPTH3_KEEP]]
+        boards = best_boards(placed(cells, pill, moves[j]), preview, weights, E.DEPTH3_KEEP)
+        expected = [np.mean([best_after(b, p, weights) for p in MIXED]) for b in boards]
         assert depth3[j] == pytest.approx(max(expected), rel=1e-9)
 
 
-@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_depth_4_looks_past_the_best_placements_of_the_next_pill_too() -> None:
+    weights = E.load_weights()
+    cells, pill = board_in_play()
+    preview = (K.RED, K.BLUE)
+    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
+    n = E.expert_scores(cells, *pill, *preview, weights, moves, scores, 3)
+    depth3 = scores[:n].copy()
+    assert E.expert_scores(cells, *pill, *preview, weights, moves, scores, 4) == n
+    depth4 = scores[:n]
+    beam = np.abs(depth3) < E.EVAL_CLAMP  # the same beam; the other moves keep their rank
+    assert np.array_equal(depth4[~beam], depth3[~beam]) and not np.array_equal(depth4[beam], depth3[beam])
+
+    def next_value(board: np.ndarray, p: tuple[int, int]) -> float:
+        looked = [np.mean([best_after(b, q, weights) for q in MIXED]) for b in best_boards(board, p, weights, 2)]
+        return max(looked, default=-E.EVAL_CLAMP)
+
+    j = int(np.argmax(np.where(beam, depth4, -np.inf)))  # the chosen move (brute force for one: seconds)
+    boards = best_boards(placed(cells, pill, moves[j]), preview, weights, E.DEPTH3_KEEP)
+    expected = [np.mean([next_value(b, p) for p in MIXED]) for b in boards]
+    assert E.DEPTH4_KEEP == 2 and depth4[j] == pytest.approx(max(expected), rel=1e-9)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
 def test_compiled_game_loop_matches_game(depth: int) -> None:
-    seed, level = 1234, {1: 3, 2: 8, 3: 4}[depth]
+    seed, level = 1234, {1: 3, 2: 8, 3: 4, 4: 2}[depth]
     start = new_level(seed, level)
     record = np.empty((2000, 3), np.int8)
     outcome, cleared, used = E.play_game(

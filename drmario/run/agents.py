@@ -9,6 +9,7 @@ with the default simulations filled in (``mcts`` -> ``mcts-100``):
 ``greedy``          the one-ply greedy heuristic
 ``expert``          the depth-2 heuristic search over the pill and the NES preview (tuned weights)
 ``expert3``         the same with depth 3: the expectation over the pill after the preview, on a beam
+``expert4``         depth 4: the expectation over the two pills after the preview (8.6 times depth 3's time)
 ``mcts-N``          round-0 MCTS (no network) with N simulations, random rollouts
 ``mcts-greedy-N``   round-0 MCTS with greedy rollouts
 ``policy``          the network's move output alone (no search)
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, get_args
 from drmario.play.agents import Agent, GreedyAgent, PlayDtype, PolicyAgent, RandomAgent, SearchAgent
 from drmario.run.kit import shipped_network
 from drmario.search.config import SearchConfig
-from drmario.search.expert import ExpertSettings
+from drmario.search.expert import ExpertDepth, ExpertSettings
 from drmario.search.network import GumbelSettings, PuctSettings
 from drmario.search.round0 import Round0Settings
 
@@ -44,10 +45,11 @@ DEFAULT_SIMULATIONS = 100
 SEARCH_KINDS = ("mcts", "mcts-greedy", "net-mcts", "net-gumbel")
 NETWORK_KINDS = ("policy", "net-mcts", "net-gumbel")
 TORCH_KINDS = (*NETWORK_KINDS, "dqn", "td")  # the agents that run a torch network
-KINDS = ("random", "greedy", "expert", "expert3", *SEARCH_KINDS, "policy", "dqn", "td")
+EXPERT_DEPTHS: dict[str, ExpertDepth] = {"expert": 2, "expert3": 3, "expert4": 4}
+KINDS = ("random", "greedy", *EXPERT_DEPTHS, *SEARCH_KINDS, "policy", "dqn", "td")
 AGENT_HELP = (
-    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, expert3 (depth 3), mcts, "
-    "mcts-greedy (round-0 MCTS, random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel "
+    "KIND[-SIMULATIONS][@CHECKPOINT] with KIND one of: random, greedy, expert, expert3, expert4 (depths 3, 4), "
+    "mcts, mcts-greedy (round-0 MCTS, random or greedy rollouts), policy (the network alone), net-mcts, net-gumbel "
     "(the network with search), dqn, td; e.g. mcts-200, net-mcts-100@runs/demo/train0/checkpoints/latest.pt, "
     f"policy@small (the shipped network; default {DEFAULT_SIMULATIONS} simulations)"
 )
@@ -123,8 +125,8 @@ def make_agent(
         return RandomAgent()
     if kind == "greedy":
         return GreedyAgent()
-    if kind in ("expert", "expert3"):
-        expert = ExpertSettings(depth=3) if kind == "expert3" else ExpertSettings()
+    if kind in EXPERT_DEPTHS:
+        expert = ExpertSettings(depth=EXPERT_DEPTHS[kind])
         return SearchAgent(SearchConfig(mode="expert", expert=expert), name=name)
     if kind in ("mcts", "mcts-greedy"):
         rollouts = Round0Settings(root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random")

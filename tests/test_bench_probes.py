@@ -1,8 +1,8 @@
 """The value probes' arithmetic (bench/value_ranking.py, bench/short_targets.py) on made-up data:
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
 against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
-n-step targets; endgame.py's branches; pair.py's tables; rollout_oracle.py's futures and rollouts; and the GPU
-benchmarks' training paths, small on the CPU."""
+n-step targets; endgame.py's branches; pair.py's tables; rollout_oracle.py's futures and rollouts; relabel.py's
+shards; and the GPU benchmarks' training paths, small on the CPU."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import endgame  # noqa: E402
 import one_round  # noqa: E402
 import pair  # noqa: E402
+import relabel  # noqa: E402
 import rollout_oracle  # noqa: E402
 import short_targets  # noqa: E402
 import td_targets  # noqa: E402
@@ -162,3 +163,27 @@ def test_a_rollout_counts_the_pills_to_a_win_and_a_loss_as_lost_pills():
     pills = np.full((2, 128, 2), K.RED, np.uint8)
     taken = rollout_oracle.rollouts((np.stack([one_virus, full]), pills, np.array([5, 7])))
     np.testing.assert_array_equal(taken, [2.0, rollout_oracle.LOST_PILLS])
+
+
+def test_relabelling_keeps_the_positions_values_and_games_and_agrees_with_itself(tmp_path):
+    from drmario.learn.example_files import read_examples, read_sidecar
+
+    source = Path(__file__).resolve().parent.parent / "data" / "round0-sample" / "examples" / "shard-000000.jsonl.gz"
+    once, twice = tmp_path / "once.jsonl.gz", tmp_path / "twice.jsonl.gz"
+    n, _ = relabel.relabel((str(source), str(once), 3))
+    assert (n, n) == relabel.relabel((str(once), str(twice), 3))  # the same teacher agrees everywhere
+    old, new, again = (read_examples(f)[0] for f in (source, once, twice))
+    assert len(old) == len(new) == n > 100
+    for a, b, c in zip(old, new, again):
+        assert (a.board, a.pill, a.preview, a.won, a.cleared, a.duration) == (
+            b.board,
+            b.pill,
+            b.preview,
+            b.won,
+            b.cleared,
+            b.duration,
+        )
+        np.testing.assert_allclose(b.moves, c.moves, atol=1e-6)
+    assert any(not np.allclose(a.moves, b.moves, atol=1e-6) for a, b in zip(old, new))  # depth 3 differs from 2
+    side, old_side = read_sidecar(once), read_sidecar(source)
+    assert side["games"] == old_side["games"] and side["meta"]["relabelled"] == {"depth": 3, "from": str(source)}

@@ -125,9 +125,11 @@ def half(colour: int) -> int:
     return K.DISCONNECTED << 2 | colour
 
 
-def scores_of(cells: np.ndarray, pill: tuple[int, int], preview: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def scores_of(
+    cells: np.ndarray, pill: tuple[int, int], preview: tuple[int, int], weights=E.DEFAULT_WEIGHTS, depth: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
-    n = E.expert_scores(cells, *pill, *preview, E.DEFAULT_WEIGHTS, moves, scores)
+    n = E.expert_scores(cells, *pill, *preview, weights, moves, scores, depth)
     return moves[:n], scores[:n]
 
 
@@ -218,11 +220,8 @@ def test_depth_3_rescores_the_beam_by_the_expected_best_placement_of_the_unknown
     weights = E.load_weights()
     cells, pill = board_in_play()
     preview = (K.RED, K.BLUE)
-    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
-    n = E.expert_scores(cells, *pill, *preview, weights, moves, scores, 2)
-    depth2 = scores[:n].copy()
-    assert E.expert_scores(cells, *pill, *preview, weights, moves, scores, 3) == n
-    depth3 = scores[:n]
+    moves, depth2 = scores_of(cells, pill, preview, weights, 2)
+    depth3 = scores_of(cells, pill, preview, weights, 3)[1]
     open_ = np.abs(depth2) <= E.EVAL_CLAMP
     assert np.array_equal(depth3[~open_], depth2[~open_])  # wins and losses within two pills keep their rank
     beam = open_ & (depth3 > -2 * E.EVAL_CLAMP)
@@ -238,11 +237,8 @@ def test_depth_4_looks_past_the_best_placements_of_the_next_pill_too() -> None:
     weights = E.load_weights()
     cells, pill = board_in_play()
     preview = (K.RED, K.BLUE)
-    moves, scores = np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
-    n = E.expert_scores(cells, *pill, *preview, weights, moves, scores, 3)
-    depth3 = scores[:n].copy()
-    assert E.expert_scores(cells, *pill, *preview, weights, moves, scores, 4) == n
-    depth4 = scores[:n]
+    moves, depth3 = scores_of(cells, pill, preview, weights, 3)
+    depth4 = scores_of(cells, pill, preview, weights, 4)[1]
     beam = np.abs(depth3) < E.EVAL_CLAMP  # the same beam; the other moves keep their rank
     assert np.array_equal(depth4[~beam], depth3[~beam]) and not np.array_equal(depth4[beam], depth3[beam])
 

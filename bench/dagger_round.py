@@ -13,8 +13,10 @@ The `gpu-quick` profile's round 1 at the scale of 2 CPU cores (`prepare`; on the
   and the 1,200 games' (700 steps of 1,024 at a peak rate of 5e-4, 70 warm-up steps, cosine, CPU bf16
   autocast, training seed 1; the profile: 2,500 steps at 2e-3 on a GPU).
 
-`control` is the same training on round 0's examples alone (`train-control`): what the 700 further
-steps do without the round's games, so that the round's change can be told from the extra training's.
+`train` repeats the round's training on round 0's examples plus other ones (--examples): with none,
+round 0's alone (the control, `--out train-control`: what the 700 further steps do without the round's
+games, so that the round's change can be told from the extra training's); with the round's games
+labelled again by a stronger teacher (`bench/relabel.py`), what that teacher's labels do.
 
 `gate` plays the new network and the old one alone on the gate's 100 games (levels 15 and 20, the
 gating seeds; `play.gate`) and writes the gate's paired comparison and decision to
@@ -24,7 +26,7 @@ of another seed), play on the evaluation games by `search_vs_expert.py --dtype b
 
 Run: `python bench/dagger_round.py prepare --round0 runs/quick/round0/examples`, then
 `python bench/dagger_round.py gate --new runs/ap-r1/train1/checkpoints/latest.pt`; the control:
-`python bench/dagger_round.py control --round0 runs/quick/round0/examples`.
+`python bench/dagger_round.py train --round0 runs/quick/round0/examples --out train-control`.
 """
 
 from __future__ import annotations
@@ -54,13 +56,13 @@ def prepare(run_dir: Path, network: str, round0: Path) -> None:
     for name, (count, seed, shard) in games.items():
         args = ["--games", count, "--seed", seed, "--games-per-shard", shard, "--network", network]
         drmario("generate", str(run_dir / name), *args, *SELFPLAY.split())
-    data = [str(round0), str(run_dir / "round1" / "examples")]
-    drmario("train", str(run_dir / "train1"), *data, "--init", network, *TRAIN.split())
+    train(run_dir, network, round0, [run_dir / "round1" / "examples"], "train1")
 
 
-def control(run_dir: Path, network: str, round0: Path) -> None:
-    """The round's training on round 0's examples alone."""
-    drmario("train", str(run_dir / "train-control"), str(round0), "--init", network, *TRAIN.split())
+def train(run_dir: Path, network: str, round0: Path, examples: list[Path], out: str) -> None:
+    """The round's training on round 0's examples and the given ones, into run_dir / out."""
+    data = [str(round0), *map(str, examples)]
+    drmario("train", str(run_dir / out), *data, "--init", network, *TRAIN.split())
 
 
 def gate(new: str, old: str, dtype: str, name: str) -> None:
@@ -80,8 +82,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="the games and the training")
-    c = sub.add_parser("control", help="the same training on round 0's examples alone")
-    for q in (p, c):
+    t = sub.add_parser("train", help="the round's training on round 0's examples and --examples")
+    t.add_argument("--examples", type=Path, nargs="*", default=[], help="more example folders (none: the control)")
+    t.add_argument("--out", required=True, help="the training's folder under --run-dir")
+    for q in (p, t):
         q.add_argument("--run-dir", type=Path, default=REPO / "runs" / "ap-r1")
         q.add_argument("--network", default="data/networks/apprentice.pt", help="the network of the round before")
         q.add_argument("--round0", type=Path, required=True, help="round 0's examples (the network's training data)")
@@ -93,8 +97,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.run_dir, args.network, args.round0)
-    elif args.command == "control":
-        control(args.run_dir, args.network, args.round0)
+    elif args.command == "train":
+        train(args.run_dir, args.network, args.round0, args.examples, args.out)
     else:
         gate(args.new, args.old, args.dtype, args.name)
 

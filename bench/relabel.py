@@ -18,13 +18,14 @@ import dataclasses
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 from common import report
 
 from drmario.learn.example_files import read_examples, read_sidecar, write_examples
 from drmario.search.core import Position
-from drmario.search.expert import expert_search
+from drmario.search.expert import ExpertDepth, expert_search
 
 
 def relabel(job: tuple[str, str, int]) -> tuple[int, int]:
@@ -45,7 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", type=Path, help="a folder of example shards (*.jsonl.gz)")
     parser.add_argument("--out", type=Path, required=True, help="the folder the relabelled shards go to")
-    parser.add_argument("--depth", type=int, choices=(1, 2, 3, 4), default=4, help="the expert's depth")
+    parser.add_argument("--depth", type=int, choices=get_args(ExpertDepth), default=4, help="the expert's depth")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--name", default="relabel", help="result file name")
     args = parser.parse_args()

@@ -438,11 +438,7 @@ def _rescore_depth3(cells, a, b, pa, pb, weights, moves, n, scores, beam, keep, 
         taken += 1
         b1[:] = cells
         place_quick(b1, a, b, moves[j, 0], moves[j, 1], moves[j, 2])
-        m = K.legal_moves_into(b1, pa, pb, moves2)
-        for k in range(m):
-            b2[:] = b1
-            place_quick(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
-            evals[k] = -np.inf if K.spawn_blocked(b2) else _evaluate(b2, weights, scratch, f)
+        m = _placement_evals(b1, pa, pb, weights, moves2, b2, evals, scratch, f)
         best = -2 * EVAL_CLAMP
         for k in np.argsort(-evals[:m])[:keep]:
             if evals[k] == -np.inf:
@@ -450,42 +446,53 @@ def _rescore_depth3(cells, a, b, pa, pb, weights, moves, n, scores, beam, keep, 
             b2[:] = b1
             place_quick(b2, pa, pb, moves2[k, 0], moves2[k, 1], moves2[k, 2])
             if depth >= 4:
-                best = max(best, _expected_depth4(b2, weights, moves3, b3, moves4, b4, evals4, scratch, f))
-                continue
-            expected = 0.0
-            for c in range(NEXT_PILLS.shape[0]):
-                pill_a, pill_b = NEXT_PILLS[c, 0], NEXT_PILLS[c, 1]
-                expected += NEXT_PROBS[c] * _best_placement(b2, pill_a, pill_b, weights, moves3, b3, scratch, f)
-            best = max(best, expected)
+                value = _expected_depth4(b2, weights, moves3, b3, moves4, b4, evals4, scratch, f)
+            else:
+                value = _expected_best(b2, weights, moves3, b3, scratch, f)
+            best = max(best, value)
         scores[j] = best
 
 
 @njit(cache=True)
 def _expected_depth4(board, weights, moves3, b3, moves4, b4, evals, scratch, f):
     """Depth 4's value of a board after the preview: E over the next pill of the best, among its
-    `DEPTH4_KEEP` best placements by evaluation, of E over the pill after it of its best placement's
-    evaluation (-EVAL_CLAMP where every placement tops out)."""
+    `DEPTH4_KEEP` best placements by evaluation, of `_expected_best` after it (-EVAL_CLAMP where every
+    placement tops out)."""
     expected = 0.0
     for c in range(NEXT_PILLS.shape[0]):
         a, b = NEXT_PILLS[c, 0], NEXT_PILLS[c, 1]
-        m = K.legal_moves_into(board, a, b, moves3)
-        for k in range(m):
-            b3[:] = board
-            place_quick(b3, a, b, moves3[k, 0], moves3[k, 1], moves3[k, 2])
-            evals[k] = -np.inf if K.spawn_blocked(b3) else _evaluate(b3, weights, scratch, f)
+        m = _placement_evals(board, a, b, weights, moves3, b3, evals, scratch, f)
         value = -EVAL_CLAMP
         for k in np.argsort(-evals[:m])[:DEPTH4_KEEP]:
             if evals[k] == -np.inf:
                 break
             b3[:] = board
             place_quick(b3, a, b, moves3[k, 0], moves3[k, 1], moves3[k, 2])
-            after = 0.0
-            for c2 in range(NEXT_PILLS.shape[0]):
-                after += NEXT_PROBS[c2] * _best_placement(
-                    b3, NEXT_PILLS[c2, 0], NEXT_PILLS[c2, 1], weights, moves4, b4, scratch, f
-                )
-            value = max(value, after)
+            value = max(value, _expected_best(b3, weights, moves4, b4, scratch, f))
         expected += NEXT_PROBS[c] * value
+    return expected
+
+
+@njit(cache=True)
+def _placement_evals(board, a, b, weights, moves, out, evals, scratch, f):
+    """Fill moves with the placements of pill (a, b) on board and evals with their evaluations
+    (-inf where one tops out; out: scratch board); returns how many."""
+    m = K.legal_moves_into(board, a, b, moves)
+    for k in range(m):
+        out[:] = board
+        place_quick(out, a, b, moves[k, 0], moves[k, 1], moves[k, 2])
+        evals[k] = -np.inf if K.spawn_blocked(out) else _evaluate(out, weights, scratch, f)
+    return m
+
+
+@njit(cache=True)
+def _expected_best(board, weights, moves, out, scratch, f):
+    """E over the next pill (the NES's 9 colour pairs) of its best placement's evaluation."""
+    expected = 0.0
+    for c in range(NEXT_PILLS.shape[0]):
+        expected += NEXT_PROBS[c] * _best_placement(
+            board, NEXT_PILLS[c, 0], NEXT_PILLS[c, 1], weights, moves, out, scratch, f
+        )
     return expected
 
 

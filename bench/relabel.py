@@ -5,8 +5,10 @@ For a DAgger round labelled by a stronger teacher without replaying its games (`
 round that `expert3` labelled, say), and to see how often the two teachers agree. Each shard is
 read whole, labelled in a worker process and written atomically under --out with its games table
 and its meta plus ``relabelled`` (the depth and the source file); a shard already written is
-skipped, so an interrupted run resumes. Writes the share of positions where the old target's best
-moves include one of the new target's (agreement of the two teachers) to bench/results/NAME-MACHINE.json.
+skipped, so an interrupted run resumes (or a run shared between machines: `--limit` takes the first
+shards only). Writes the share of positions where the old target's best moves include one of the new
+target's (agreement of the two teachers), over every shard relabelled so far, to
+bench/results/NAME-MACHINE.json.
 
 Run: ``python bench/relabel.py runs/ap-r1/round1/examples --out runs/ap-r1/round1-d4/examples --depth 4``.
 """
@@ -28,18 +30,28 @@ from drmario.search.core import Position
 from drmario.search.expert import ExpertDepth, expert_search
 
 
+def agreeing(old: list[np.ndarray], new: list[np.ndarray]) -> int:
+    """Positions whose old moves target's best moves include one of the new target's."""
+    return sum(bool(np.any((a > 0) & (b > 0))) for a, b in zip(old, new, strict=True))
+
+
 def relabel(job: tuple[str, str, int]) -> tuple[int, int]:
     """One shard (source, destination, depth): write it relabelled; (positions, agreeing)."""
     source, dest, depth = job
     examples, _ = read_examples(source)
     positions = [Position(ex.board.cells, ex.pill, preview=ex.preview) for ex in examples]
     results = expert_search(positions, list(range(1, len(positions) + 1)), depth=depth)
-    agree = sum(bool(np.any((ex.moves > 0) & (r.target > 0))) for ex, r in zip(examples, results))
     new = [dataclasses.replace(ex, moves=r.target) for ex, r in zip(examples, results)]
     side = read_sidecar(source) or {}
     meta = {**side.get("meta", {}), "relabelled": {"depth": depth, "from": source}}
     write_examples(dest, new, meta, games=side.get("games"))
-    return len(examples), agree
+    return len(examples), agreeing([ex.moves for ex in examples], [ex.moves for ex in new])
+
+
+def agreement(source: Path, dest: Path) -> tuple[int, int]:
+    """A shard relabelled before: (positions, agreeing), from the two files."""
+    old, new = (read_examples(path)[0] for path in (source, dest))
+    return len(old), agreeing([ex.moves for ex in old], [ex.moves for ex in new])
 
 
 def main() -> None:
@@ -48,9 +60,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="the folder the relabelled shards go to")
     parser.add_argument("--depth", type=int, choices=get_args(ExpertDepth), default=4, help="the expert's depth")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--limit", type=int, help="only the first LIMIT shards (by name)")
     parser.add_argument("--name", default="relabel", help="result file name")
     args = parser.parse_args()
-    shards = sorted(args.source.glob("*.jsonl.gz"))
+    shards = sorted(args.source.glob("*.jsonl.gz"))[: args.limit]
     if not shards:
         raise SystemExit(f"{args.source}: no example shards (*.jsonl.gz)")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -59,13 +72,17 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         done = list(pool.map(relabel, jobs))
     seconds = time.perf_counter() - start
-    positions, agree = (sum(x) for x in zip(*done)) if done else (0, 0)
+    positions = sum(n for n, _ in done)
+    fresh = {dest for _, dest, _ in jobs}
+    counts = done + [agreement(s, args.out / s.name) for s in shards if str(args.out / s.name) not in fresh]
+    total, agree = sum(n for n, _ in counts), sum(a for _, a in counts)
     figures = {
         "shards": len(shards),
         "relabelled now": len(jobs),
         "positions relabelled now": positions,
-        "old best moves include a new best move": round(agree / max(positions, 1), 4),
-        "ms per position (one core)": round(1000 * seconds * args.workers / max(positions, 1), 2),
+        "ms per position (one core)": round(1000 * seconds * args.workers / positions, 2) if positions else None,
+        "positions relabelled": total,
+        "old best moves include a new best move": round(agree / max(total, 1), 4),
     }
     report(args.name, {**vars(args), "source": str(args.source), "out": str(args.out)}, figures)
 

@@ -170,7 +170,8 @@ def test_relabelling_keeps_the_positions_values_and_games_and_agrees_with_itself
 
     source = Path(__file__).resolve().parent.parent / "data" / "round0-sample" / "examples" / "shard-000000.jsonl.gz"
     once, twice = tmp_path / "once.jsonl.gz", tmp_path / "twice.jsonl.gz"
-    n, _ = relabel.relabel((str(source), str(once), 3))
+    n, agree = relabel.relabel((str(source), str(once), 3))
+    assert relabel.agreement(source, once) == (n, agree)  # the same figure read back from the two files
     assert (n, n) == relabel.relabel((str(once), str(twice), 3))  # the same teacher agrees everywhere
     old, new, again = (read_examples(f)[0] for f in (source, once, twice))
     assert len(old) == len(new) == n > 100

@@ -114,7 +114,7 @@ def _work() -> np.ndarray:
 def _search(cells_bytes: bytes, v: int, parity: int, same: bool) -> tuple[tuple[Move, Reach], ...]:
     """Every reachable move with its reach, cached by (board, speed, parity, same colour): search
     trees revisit boards (about 10 kB an entry)."""
-    cells = np.frombuffer(cells_bytes, np.uint8).reshape(K.WIDTH, K.HEIGHT)
+    cells = np.frombuffer(cells_bytes, np.uint8).reshape(K.WIDTH, K.HEIGHT).copy()  # writable, as the batch's
     best = np.empty((TK.N_POSES, 3), np.int32)
     queue = TK.plan(cells, v, parity, same, _work(), best)
     frames = best[:, 0].reshape(4, K.WIDTH, K.HEIGHT)
@@ -155,7 +155,7 @@ def reachable_mask(
     cells, pill, speed = _cells(board), as_pill(pill), _speed(speed_index)
     mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
-    TK.reachable_into(cells, int(pill.left), int(pill.right), speed, _parity(parity), mask, frames, _work())
+    TK.reachable_into(cells.copy(), int(pill.left), int(pill.right), speed, _parity(parity), mask, frames, _work())
     return mask.view(np.bool_), frames
 
 

@@ -480,7 +480,7 @@ def plan(cells, v, parity, same, work, best):
     target = legal_flat.copy()
     budget = np.empty(N_POSES, np.int32)
     final = np.zeros(N_POSES, np.uint8)
-    end = 0
+    end = np.int64(0)  # not the constant 0: `_search` would be compiled for it too
     for k in range(len(PASS_SLACK)):
         left = 0
         for p in range(N_POSES):
@@ -546,4 +546,5 @@ def reachable_masks_batch(boards, pills, speed_indices, parities, masks, frames,
     """Batch form of `reachable_into`: boards uint8[N, 8, 16], pills uint8[N, 2], speed_indices and
     parities int[N] -> masks uint8[N, 4, 8, 16], frames int32[N, 4, 8, 16]."""
     for i in range(boards.shape[0]):
-        reachable_into(boards[i], pills[i, 0], pills[i, 1], speed_indices[i], parities[i], masks[i], frames[i], work)
+        a, b = np.int64(pills[i, 0]), np.int64(pills[i, 1])  # as `reachable` passes them: compiled once
+        reachable_into(boards[i], a, b, speed_indices[i], parities[i], masks[i], frames[i], work)

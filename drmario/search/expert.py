@@ -100,7 +100,7 @@ DEPTH3_KEEP = 3
 DEPTH4_KEEP = 2
 # The pill after the preview, its colour pairs up to order (a pill's placements cover its mirror's):
 # the 3 single colours at 1/9 each, the 3 mixed pairs at 2/9.
-NEXT_PILLS = np.array([[1, 1], [2, 2], [3, 3], [1, 2], [1, 3], [2, 3]], np.uint8)
+NEXT_PILLS = np.array([[1, 1], [2, 2], [3, 3], [1, 2], [1, 3], [2, 3]], np.int64)
 NEXT_PROBS = np.array([1, 1, 1, 2, 2, 2], np.float64) / 9
 
 # Outcomes of `play_game` (as kernels: 1 won, 2 topped out; 0 = the pill cap ran out).
@@ -358,21 +358,47 @@ def place_quick(board, a, b, r, x, y):
     return v
 
 
-@njit(cache=True)
-def expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP):
+def expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP) -> int:
     """Fill moves (int8[>=MAX_MOVES, 3]) with the legal moves of pill (a, b) and scores
     (float64[>=MAX_MOVES]) with their values; depth 2 (or 3) over the preview pill (pa, pb) when
     pa > 0, depth 1 when pa == 0 (depth 3's beam and keep: module docstring). Returns the number of
-    moves (0 when the spawn is blocked)."""
+    moves (0 when the spawn is blocked). Compiled code calls `scores_into`."""
+    a, b, pa, pb, depth, beam, keep = (int(v) for v in (a, b, pa, pb, depth, beam, keep))
+    return scores_into(_writable(cells), a, b, pa, pb, weights, moves, scores, depth, beam, keep)
+
+
+def score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP) -> None:
+    """`expert_scores` of the first n rows of moves (legal moves of pill (a, b), given: the NES
+    timing's reachable ones, say); the preview's placements stay the timing-free ones."""
+    a, b, pa, pb, n, depth, beam, keep = (int(v) for v in (a, b, pa, pb, n, depth, beam, keep))
+    _score_moves(_writable(cells), a, b, pa, pb, weights, moves, n, scores, depth, beam, keep)
+
+
+def _writable(cells: np.ndarray) -> np.ndarray:
+    return np.require(cells, np.uint8, ["C", "W"])  # a board's cells are read-only: copied
+
+
+# The compiled entries take every argument, as a writable board and int64 numbers: a read-only board,
+# uint8 colours or a constant argument would each compile the whole search again (seconds apiece).
+
+
+@njit(cache=True)
+def scores_into(cells, a, b, pa, pb, weights, moves, scores, depth, beam, keep):
+    """`expert_scores` for compiled callers (see above)."""
     n = K.legal_moves_into(cells, a, b, moves)
-    score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth, beam, keep)
+    _score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth, beam, keep)
     return n
 
 
 @njit(cache=True)
-def score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP):
-    """`expert_scores` of the first n rows of moves (legal moves of pill (a, b), given: the NES
-    timing's reachable ones, say); the preview's placements stay the timing-free ones."""
+def depth1_scores_into(cells, a, b, weights, moves, scores):
+    """`scores_into` at depth 1 (no preview; a rollout policy)."""
+    zero = np.int64(0)
+    return scores_into(cells, np.int64(a), np.int64(b), zero, zero, weights, moves, scores, np.int64(1), zero, zero)
+
+
+@njit(cache=True)
+def _score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth, beam, keep):
     if n == 0:
         return
     _score_depth2(cells, a, b, pa, pb, weights, moves, n, scores)
@@ -510,16 +536,13 @@ def _best_placement(board, a, b, weights, moves, out, scratch, f):
     return best
 
 
-@njit(cache=True)
-def expert_move(cells, a, b, pa, pb, weights, seed, moves, scores, depth=2):
+def expert_move(cells, a, b, pa, pb, weights, seed, moves, scores, depth=2) -> int:
     """Index into moves of the expert's choice for pill (a, b) with preview (pa, pb) (pa = 0: depth 1);
     -1 when there is no legal move. seed (nonzero) drives the tie-break."""
     n = expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth)
     if n == 0:
         return -1
-    state = np.empty(1, np.uint64)
-    state[0] = seed
-    return K.argmax_ties(scores, n, state)
+    return K.argmax_ties(scores, n, np.array([seed], np.uint64))
 
 
 @njit(cache=True)
@@ -547,9 +570,11 @@ def play_game(cells, pills, weights, depth, game_seed, max_pills, record, beam=D
     left = K.count_viruses(board)
     cleared = 0
     for k in range(max_pills):
-        a, b = pills[k % 128, 0], pills[k % 128, 1]
-        pa, pb = (pills[(k + 1) % 128, 0], pills[(k + 1) % 128, 1]) if depth >= 2 else (0, 0)
-        n = expert_scores(board, a, b, pa, pb, weights, moves, scores, depth, beam, keep)
+        a, b = np.int64(pills[k % 128, 0]), np.int64(pills[k % 128, 1])
+        pa, pb = np.int64(pills[(k + 1) % 128, 0]), np.int64(pills[(k + 1) % 128, 1])
+        if depth < 2:
+            pa, pb = np.int64(0), np.int64(0)
+        n = scores_into(board, a, b, pa, pb, weights, moves, scores, np.int64(depth), np.int64(beam), np.int64(keep))
         if n == 0:
             return TOPPED_OUT, cleared, k
         state[0] = tie_seed(game_seed, k)

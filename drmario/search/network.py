@@ -42,6 +42,7 @@ from drmario.engine import kernels as K
 from drmario.search.core import Evaluator, Leaves, Position, Prediction, SearchResult, Steps, pill_distribution, run
 from drmario.search.tree import (
     MAX_DEPTH,
+    NONE,
     UNEXPANDED,
     Tree,
     backup,
@@ -237,10 +238,10 @@ def descend(t, active, sel, halving):
         if not active[g]:
             continue
         state = t.rng[g : g + 1]
-        d, depth = t.root[g], 0
+        d, depth = np.int64(t.root[g]), np.int64(0)
         while True:
             if t.d_edge_count[d] == UNEXPANDED or depth == MAX_DEPTH:
-                step_to(t, g, depth, d, -1, -1)
+                step_to(t, g, depth, d, NONE, NONE)
                 t.path_len[g] = depth + 1
                 t.leaf[g] = d
                 pending += 1
@@ -274,7 +275,7 @@ def expand_and_backup(t, won, cleared, duration, moves_prob):
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     k = 0
     for g in range(len(t.leaf)):
-        d = t.leaf[g]
+        d = np.int64(t.leaf[g])  # int64 ids, as `descend` passes them
         if d < 0:
             continue
         if t.d_edge_count[d] == UNEXPANDED:

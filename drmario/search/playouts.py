@@ -15,7 +15,7 @@ from numba import njit
 from drmario.engine import kernels as K
 from drmario.engine.kernels import RUNNING, STALEMATE, TOPPED_OUT, WON
 from drmario.search.core import N_PILLS
-from drmario.search.expert import expert_scores, load_weights
+from drmario.search.expert import depth1_scores_into, load_weights
 from drmario.search.heuristics import contact_scores
 
 RANDOM, GREEDY, EXPERT = 0, 1, 2  # rollout policies
@@ -81,7 +81,7 @@ def rollout(board, pill, preview, left, stall, how, state, scratch):
             contact_scores(board, a, b, moves, n, scores)
             j = K.argmax_ties(scores, n, state)
         elif how.policy == EXPERT:
-            expert_scores(board, a, b, 0, 0, how.weights, moves, scores)
+            depth1_scores_into(board, a, b, how.weights, moves, scores)
             j = K.argmax_ties(scores, n, state)
         else:
             j = K.rand_below(state, n)

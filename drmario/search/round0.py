@@ -80,7 +80,8 @@ def _rollout_from(t, g, k, d, e, c, i, how, state, scratch):
     t.path_len[g] = k + 1
     board = scratch.board
     board[:] = t.c_cells[c]
-    outcome, cleared, pills = rollout(board, t.c_pill[c], i, t.c_left[c], t.c_stall[c], how, state, scratch)
+    pill, left, stall = np.int64(t.c_pill[c]), np.int64(t.c_left[c]), np.int64(t.c_stall[c])  # as `_rollout_batch`'s
+    outcome, cleared, pills = rollout(board, pill, np.int64(i), left, stall, how, state, scratch)
     value = utility(t.uparams, t.c_cleared[c] + cleared, t.c_pills[c] + pills, outcome, t.root_left[g], t.root_pills[g])
     backup(t, g, value)
 
@@ -102,13 +103,13 @@ def evaluate_root(t, active, per_edge, how):
         if not active[g]:
             continue
         state = t.rng[g : g + 1]
-        root = t.root[g]
+        root = np.int64(t.root[g])
         if t.d_edge_count[root] == UNEXPANDED:
             expand(t, root, scratch.moves)
         start, n = t.d_edge_start[root], t.d_edge_count[root]
         for e in range(start, start + n):
             for _ in range(per_edge):
-                _visit_edge(t, g, 0, root, e, how, state, scratch)
+                _visit_edge(t, g, np.int64(0), root, e, how, state, scratch)
 
 
 @njit(cache=True)
@@ -122,12 +123,12 @@ def simulate(t, active, sims, c_uct, how):
             continue
         state = t.rng[g : g + 1]
         for _ in range(sims):
-            d, depth = t.root[g], 0
+            d, depth = np.int64(t.root[g]), np.int64(0)
             while True:
                 if t.d_edge_count[d] == UNEXPANDED:
                     expand(t, d, scratch.moves)
                 e = _uct_edge(t, g, d, c_uct, state)
-                c = t.e_chance[e]
+                c = np.int64(t.e_chance[e])
                 if c < 0 or t.c_outcome[c] != RUNNING or depth == MAX_DEPTH:
                     _visit_edge(t, g, depth, d, e, how, state, scratch)
                     break
@@ -190,7 +191,8 @@ def _rollout_batch(cells, pills, previews, how, seeds, won, cleared, duration, l
         state[0] = seeds[i]
         pill = (pills[i, 0] - 1) * 3 + pills[i, 1] - 1
         preview = (previews[i, 0] - 1) * 3 + previews[i, 1] - 1 if previews[i, 0] > 0 else -1
-        outcome, c, p = rollout(board, pill, preview, K.count_viruses(cells[i]), 0, how, state, scratch)
+        left, stall = np.int64(K.count_viruses(cells[i])), np.int64(0)
+        outcome, c, p = rollout(board, np.int64(pill), np.int64(preview), left, stall, how, state, scratch)
         won[i] = 1.0 if outcome == WON else -1.0
         cleared[i], duration[i] = c, p
         K.legal_mask_into(cells[i], pills[i, 0], pills[i, 1], legal[i])

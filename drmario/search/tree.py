@@ -29,6 +29,9 @@ from drmario.search.utility import utility
 
 MAX_DEPTH = 64  # decisions below the root a simulation may descend (a leaf is evaluated there)
 UNEXPANDED = -1
+# No edge, chance node or outcome at a path step. Node ids and steps reach the compiled helpers as
+# int64 (this, not the constant -1; int32 ids cast where they are read), so each compiles once.
+NONE = np.int64(-1)
 
 
 class Tree(NamedTuple):
@@ -329,7 +332,7 @@ def through_edge(t, g, k, d, e):
     c = t.e_chance[e]
     if c < 0:
         c = new_chance(t, g, d, e)
-    step_to(t, g, k, d, e, -1)
+    step_to(t, g, k, d, e, NONE)
     if t.c_outcome[c] != RUNNING:
         t.path_len[g] = k + 1
         backup(t, g, t.c_value[c])

@@ -289,3 +289,23 @@ def test_weights_file_matches_features() -> None:
     weights = E.load_weights()
     assert weights.shape == (E.N_FEATURES,)
     assert np.all(np.isfinite(weights))
+
+
+def test_every_caller_reaches_one_compiled_search():
+    """A read-only board, uint8 colours or a constant argument would each compile the expert's whole
+    search again (seconds apiece on a fresh install): from Python (a game's read-only board, numpy
+    colours), the compiled game loop and the rollouts, the search is one specialization."""
+    from drmario.search.playouts import new_scratch, rollout, rollouts
+
+    start = new_level(7, 10)
+    weights, moves, scores = E.load_weights(), np.empty((K.MAX_MOVES, 3), np.int8), np.empty(K.MAX_MOVES)
+    board = start.board.cells
+    assert not board.flags.writeable
+    a, b = start.pill_array[0]
+    E.expert_scores(board, a, b, *start.pill_array[1], weights, moves, scores, 3)
+    E.score_moves(board, int(a), int(b), 0, 0, weights, moves, 4, scores)
+    E.play_game(board, start.pill_array, weights, 3, 7, 5, np.empty((5, 3), np.int8))
+    how = rollouts("expert", 3, None, np.full(9, 1 / 9))
+    rollout(board.copy(), 0, 4, K.count_viruses(board), 0, how, np.array([5], np.uint64), new_scratch())
+    assert len(E._score_moves.signatures) == 1, E._score_moves.signatures
+    assert len(E._rescore_depth3.signatures) == 1, E._rescore_depth3.signatures

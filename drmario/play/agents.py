@@ -68,11 +68,12 @@ class GreedyAgent:
         out = []
         for pos, seed in zip(positions, seeds):
             state = np.array([seed | 1], np.uint64)
+            cells = pos.cells.copy()  # writable, as the rollouts' boards: the kernels compile once
             if pos.speed_index is None:
-                j = greedy_move(pos.cells, int(pos.pill.left), int(pos.pill.right), state, moves)
+                j = greedy_move(cells, int(pos.pill.left), int(pos.pill.right), state, moves)
             else:  # NES timing: among the reachable moves
                 j = greedy_pick(
-                    pos.cells, int(pos.pill.left), int(pos.pill.right), state, moves, legal_moves_of(pos, moves)
+                    cells, int(pos.pill.left), int(pos.pill.right), state, moves, legal_moves_of(pos, moves)
                 )
             out.append(Decision(Move(*moves[j].tolist())))
         return out

@@ -316,7 +316,7 @@ def evaluate_board(cells, weights):
 def board_features(cells: np.ndarray) -> dict[str, float]:
     """The features of a board by name (for study; the search calls the compiled form)."""
     f = np.empty(N_FEATURES)
-    features_into(cells, new_scratch(), f)
+    features_into(_writable(cells), new_scratch(), f)
     return dict(zip(FEATURES, f.tolist()))
 
 

@@ -307,5 +307,7 @@ def test_every_caller_reaches_one_compiled_search():
     E.play_game(board, start.pill_array, weights, 3, 7, 5, np.empty((5, 3), np.int8))
     how = rollouts("expert", 3, None, np.full(9, 1 / 9))
     rollout(board.copy(), 0, 4, K.count_viruses(board), 0, how, np.array([5], np.uint64), new_scratch())
-    assert len(E._score_moves.signatures) == 1, E._score_moves.signatures
-    assert len(E._rescore_depth3.signatures) == 1, E._rescore_depth3.signatures
+    # (a function compiled only inside a cached caller lists no signature; these two are also called
+    # from Python, and a second one would show wherever the callers compiled in this process)
+    for kernel in (E.scores_into, E._score_moves):
+        assert len(kernel.signatures) == 1, kernel.signatures

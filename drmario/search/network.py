@@ -433,7 +433,7 @@ def gumbel_steps(
         tree = yield from _step(tree, sel, table[rows, k])
     out = []
     for g, pos in enumerate(positions):
-        d = tree.root[g]
+        d = int(tree.root[g])  # an int64 id, as the compiled callers pass it
         start, n = tree.d_edge_start[d], tree.d_edge_count[d]
         logits = np.empty(n)
         improved_logits(tree, d, c_visit, c_scale, logits)

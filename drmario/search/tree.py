@@ -255,7 +255,9 @@ def child(t, c, i):
     """The decision node below chance node c for next preview i (made on first use)."""
     d = t.c_child[c, i]
     if d < 0:
-        d = new_decision(t, t.c_cells[c], t.c_pill[c], i, t.c_cleared[c], t.c_pills[c], t.c_stall[c], t.c_left[c])
+        pill, cleared, pills = np.int64(t.c_pill[c]), np.int64(t.c_cleared[c]), np.int64(t.c_pills[c])
+        stall, left = np.int64(t.c_stall[c]), np.int64(t.c_left[c])
+        d = new_decision(t, t.c_cells[c], pill, np.int64(i), cleared, pills, stall, left)  # int64s, as `set_roots`
         t.c_child[c, i] = d
     return d
 
@@ -335,7 +337,7 @@ def through_edge(t, g, k, d, e):
     step_to(t, g, k, d, e, NONE)
     if t.c_outcome[c] != RUNNING:
         t.path_len[g] = k + 1
-        backup(t, g, t.c_value[c])
+        backup(t, g, np.float64(t.c_value[c]))  # float64, as the evaluated leaves' values
         return -1
     return c
 
@@ -355,7 +357,8 @@ def set_roots(t, active, cells, pills, previews, stalls, seeds):
         if not active[g]:
             continue
         left = K.count_viruses(cells[g])
-        t.root[g] = new_decision(t, cells[g], pills[g], previews[g], 0, 0, stalls[g], left)
+        pill, preview, stall, zero = np.int64(pills[g]), np.int64(previews[g]), np.int64(stalls[g]), np.int64(0)
+        t.root[g] = new_decision(t, cells[g], pill, preview, zero, zero, stall, np.int64(left))
         t.root_left[g] = left
         t.root_pills[g] = -1.0  # until an evaluator predicts it
         t.qmin[g], t.qmax[g] = 1.0, 0.0  # empty range until values arrive

@@ -155,7 +155,8 @@ def reachable_mask(
     cells, pill, speed = _cells(board), as_pill(pill), _speed(speed_index)
     mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
-    TK.reachable_into(cells.copy(), int(pill.left), int(pill.right), speed, _parity(parity), mask, frames, _work())
+    writable = cells.copy()  # as `_search` and the batch pass boards: the kernel compiles once
+    TK.reachable_into(writable, int(pill.left), int(pill.right), speed, _parity(parity), mask, frames, _work())
     return mask.view(np.bool_), frames
 
 

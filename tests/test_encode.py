@@ -12,6 +12,7 @@ from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, move_index, symmetrize
 from drmario.learn.encode import (
     DESIGN_PLANES,
+    EXPERT_PLANES,
     N_PLANES,
     _planes_gather,
     dense_moves,
@@ -21,6 +22,7 @@ from drmario.learn.encode import (
     planes_torch,
     sparse_moves,
 )
+from drmario.search import expert
 
 pills = st.sampled_from(dm.ALL_PILLS)
 
@@ -103,8 +105,9 @@ def test_numpy_and_torch_planes_agree(seed, fill, pill_list):
     pill_array = np.array([(p.left, p.right) for p in pill_list], np.uint8)
     previews = np.roll(pill_array, 1, axis=0)
     previews[0] = 0  # one unknown preview
-    for n_planes in (DESIGN_PLANES, N_PLANES):
+    for n_planes in (DESIGN_PLANES, N_PLANES, EXPERT_PLANES):
         x = planes(boards, pill_array, previews, n_planes)
+        x_half = torch.from_numpy(x).to(torch.bfloat16)  # the expert's preferences round in bfloat16
         assert x.shape == (len(pill_list), n_planes, 8, 16)
         for i, p in enumerate(pill_list):
             preview = None if i == 0 else dm.Pill(*map(dm.Colour, previews[i]))
@@ -113,14 +116,44 @@ def test_numpy_and_torch_planes_agree(seed, fill, pill_list):
         t = planes_torch(*tensors, n_planes)
         assert t.dtype == torch.float32 and np.array_equal(t.numpy(), x)
         half = planes_torch(*tensors, n_planes, torch.bfloat16)
-        assert half.dtype == torch.bfloat16 and np.array_equal(half.float().numpy(), x)
+        assert half.dtype == torch.bfloat16 and torch.equal(half, x_half)
         # the gather used on GPUs, run here on the CPU
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype, want in ((torch.float32, torch.from_numpy(x)), (torch.bfloat16, x_half)):
             g = _planes_gather(*tensors, n_planes, dtype)
-            assert g.dtype == dtype and np.array_equal(g.float().numpy(), x)
+            assert g.dtype == dtype and torch.equal(g, want)
         if torch.cuda.is_available():
             c = planes_torch(*(a.cuda() for a in tensors), n_planes)
             assert c.is_cuda and np.array_equal(c.cpu().numpy(), x)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0, 0.7), pills)
+def test_expert_planes_hold_the_expert_one_ply_preference(seed, fill, pill):
+    board = random_board(seed, fill)
+    preview = dm.ALL_PILLS[seed % 9]
+    x = encode(board, pill, preview, EXPERT_PLANES)
+    assert x.shape == (28, 8, 16) and np.array_equal(x[:24], encode(board, pill, preview))
+    preference = x[24:]
+    legal = np.zeros(MOVES_SHAPE, np.uint8)
+    K.legal_mask_into(board.cells.copy(), pill.left, pill.right, legal)
+    assert np.array_equal(preference > 0, legal > 0)  # every legal move and only those
+    moves, scores = np.zeros((K.MAX_MOVES, 3), np.int8), np.zeros(K.MAX_MOVES)
+    n = expert.expert_scores(board.cells, pill.left, pill.right, 0, 0, expert.load_weights(), moves, scores, depth=1)
+    if n == 0:
+        return
+    gap = scores[:n].max() - scores[:n]
+    r, mx, my = moves[:n].T.astype(int)
+    np.testing.assert_allclose(preference[r, mx, my], 1 / (1 + gap / expert.ONE_PLY_SCALE), rtol=1e-6)
+    assert preference.max() == 1  # the expert's best move
+    if pill.left == pill.right:
+        assert np.array_equal(preference[:2], preference[2:])
+    # the expert's evaluation does not depend on which colour is which: a renaming keeps the planes
+    rename = np.array([0, 2, 3, 1], np.uint8)
+    renamed = (board.cells & ~np.uint8(3)) | rename[board.cells & 3]
+    colours = rename[[pill.left, pill.right]]
+    assert np.array_equal(
+        planes(renamed, colours, rename[[preview.left, preview.right]], EXPERT_PLANES)[24:], preference
+    )
 
 
 def test_planes_keep_leading_dimensions():

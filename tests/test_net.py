@@ -48,8 +48,8 @@ def examples() -> ExampleSet:
     return real_examples()
 
 
-def batch_of(examples: ExampleSet, n: int = 32):
-    return examples.to_device("cpu").batch(torch.arange(n))
+def batch_of(examples: ExampleSet, n: int = 32, n_planes: int = 24):
+    return examples.to_device("cpu", n_planes).batch(torch.arange(n))
 
 
 @pytest.mark.parametrize("head", ["design", "alphago"])
@@ -221,12 +221,12 @@ def test_conv_head_maps_plane_r_cell_xy_to_slot_r_x_y(examples):
         NetConfig(policy_kernel=2)
 
 
-@pytest.mark.parametrize("head", ["design", "alphago"])
-def test_load_player_round_trip(tmp_path, examples, head):
+@pytest.mark.parametrize("head, n_planes", [("design", 24), ("alphago", 24), ("conv", 28)])
+def test_load_player_round_trip(tmp_path, examples, head, n_planes):
     torch.manual_seed(3)
-    net = DrMarioNet(NetConfig(head=head, **TINY))
+    net = DrMarioNet(NetConfig(head=head, planes=n_planes, **TINY))
     net.train()
-    net(batch_of(examples, 64).planes)  # move the batch-norm statistics off their initial values
+    net(batch_of(examples, 64, n_planes).planes)  # move the batch-norm statistics off their initial values
     net.eval()
     path = save_net(net, tmp_path / "net.pt")
     player = load_player(path, chunk=7)  # several chunks, the last one short
@@ -235,7 +235,7 @@ def test_load_player_round_trip(tmp_path, examples, head):
     previews = examples.previews[:n]
     got = player.evaluate(cells, pills, previews, legal=legal)
     with torch.no_grad():
-        x = planes_torch(torch.from_numpy(cells), torch.from_numpy(pills), torch.from_numpy(previews))
+        x = planes_torch(torch.from_numpy(cells), torch.from_numpy(pills), torch.from_numpy(previews), n_planes)
         want = net(x, torch.from_numpy(legal))
     for name in ("won", "cleared", "duration", "moves"):
         a = getattr(got, name)

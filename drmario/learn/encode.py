@@ -1,12 +1,18 @@
 """Network input planes and the moves target (design note 000, plus the NES preview).
 
-Input: float[P, 8, 16] planes [channel, x, y], y = 0 at the bottom, P = 24 (the default) or the
-design's 18. Channels come in groups of three for red, yellow, blue: 0-2 viruses; 3-5 disconnected
+Input: float[P, 8, 16] planes [channel, x, y], y = 0 at the bottom, P = 24 (the default), the
+design's 18, or 28. Channels come in groups of three for red, yellow, blue: 0-2 viruses; 3-5 disconnected
 halves (top and bottom halves of a vertical pill count as disconnected here); 6-8 left halves; 9-11
 right halves; 12-14 all ones where the pill's left colour is that colour; 15-17 the same for its
-right colour; with 24 planes, 18-20 and 21-23 the same for the left and right colour of the preview
+right colour; with 24 (or 28) planes, 18-20 and 21-23 the same for the left and right colour of the preview
 (the next pill, which the NES shows). An unknown preview (colour 0, e.g. an example written without
-one) leaves planes 18-23 at zero.
+one) leaves planes 18-23 at zero. With 28 planes, 24-27 [r] are the expert's one-ply preference among
+the pill's placements (`expert.one_ply_planes_into`: 1 at its best-scored move, 1 / (1 + gap / 16) at
+a move whose score is gap below it, 0 at illegal moves), so that a small network need not learn the
+expert's board evaluation before it can learn where its teacher goes further (an option, as hand-made
+features were in AlphaGo's input; they depend on the expert's weights file, `expert_weights.json`).
+Measured on the CPU profile's 32x4 network: held-out agreement 52% -> 62%, but it then plays the
+one-ply best move in 85% of positions and uses no fewer pills (bench/README.md), so it is off.
 
 Positions are stored compactly as the board's cell codes uint8[8, 16] plus the pill's and the
 preview's colours uint8[2] each (132 bytes, see `kernels` for the codes) and expanded to planes
@@ -26,13 +32,15 @@ import numpy as np
 from drmario.engine import kernels as K
 from drmario.engine.board import Board, Move, Pill
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES, symmetrize
+from drmario.search import expert
 
 if TYPE_CHECKING:
     import torch
 
 DESIGN_PLANES = 18  # the design note's planes: the board and the pill
 N_PLANES = 24  # with the preview's 6 colour planes (the default)
-PLANE_COUNTS = (DESIGN_PLANES, N_PLANES)
+EXPERT_PLANES = 28  # and the expert's one-ply preference of each move, 4 planes [r, x, y]
+PLANE_COUNTS = (DESIGN_PLANES, N_PLANES, EXPERT_PLANES)
 
 
 def _cell_planes() -> np.ndarray:
@@ -51,8 +59,21 @@ CELL_PLANES = _cell_planes()
 def _check_planes(n_planes: int) -> None:
     if n_planes not in PLANE_COUNTS:
         raise ValueError(
-            f"n_planes must be {DESIGN_PLANES} (the design's) or {N_PLANES} (with the preview), got {n_planes!r}"
+            f"n_planes must be {DESIGN_PLANES} (the design's), {N_PLANES} (with the preview) or {EXPERT_PLANES} (and "
+            f"the expert's one-ply preference), got {n_planes!r}"
         )
+
+
+def one_ply_planes(cells: np.ndarray, pills: np.ndarray) -> np.ndarray:
+    """float32[..., 4, 8, 16]: the expert's one-ply preference among the pill's moves (planes 24-27).
+    cells: uint8[..., 8, 16]; pills: uint8[..., 2]."""
+    cells = np.asarray(cells, np.uint8)
+    out = np.empty((int(np.prod(cells.shape[:-2])), *MOVES_SHAPE), np.float32)
+    flat_pills = np.ascontiguousarray(pills, np.uint8).reshape(-1, 2)
+    expert.one_ply_planes_into(
+        cells.reshape(-1, K.WIDTH, K.HEIGHT), flat_pills, expert.load_weights(), expert.ONE_PLY_SCALE, out
+    )
+    return out.reshape(*cells.shape[:-2], *MOVES_SHAPE)
 
 
 def planes(
@@ -70,9 +91,11 @@ def planes(
     out = np.zeros((*cells.shape[:-2], n_planes, K.WIDTH, K.HEIGHT), dtype)
     out[..., :12, :, :] = board
     out[..., 12:18, :, :] = (pills[..., :, None] == colours).reshape(*pills.shape[:-1], 6)[..., None, None]
-    if n_planes == N_PLANES and previews is not None:
+    if n_planes >= N_PLANES and previews is not None:
         previews = np.asarray(previews)
-        out[..., 18:, :, :] = (previews[..., :, None] == colours).reshape(*previews.shape[:-1], 6)[..., None, None]
+        out[..., 18:24, :, :] = (previews[..., :, None] == colours).reshape(*previews.shape[:-1], 6)[..., None, None]
+    if n_planes == EXPERT_PLANES:
+        out[..., 24:, :, :] = one_ply_planes(cells, pills)
     return out
 
 
@@ -123,7 +146,11 @@ def _planes_gather(
     n = cells.shape[0]
     parts = [pills] if n_planes == DESIGN_PLANES else [pills, previews if previews is not None else pills * 0]
     flags = torch.cat([(p[:, :, None] == colours).reshape(n, 6) for p in parts], dim=1).to(dtype)
-    return torch.cat([board, flags[:, :, None, None].expand(n, flags.shape[1], K.WIDTH, K.HEIGHT)], dim=1)
+    out = [board, flags[:, :, None, None].expand(n, flags.shape[1], K.WIDTH, K.HEIGHT)]
+    if n_planes == EXPERT_PLANES:  # the expert's search runs on the CPU
+        preference = one_ply_planes(cells.cpu().numpy(), pills.cpu().numpy())
+        out.append(torch.from_numpy(preference).to(cells.device, dtype, non_blocking=True))
+    return torch.cat(out, dim=1)
 
 
 # ------------------------------------------------------------------------------------------------

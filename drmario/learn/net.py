@@ -10,8 +10,8 @@ Heads (`NetConfig.head`):
 - ``design``: the design note's single linear layer from the flattened trunk to 3 + 512 outputs.
 - ``alphago``: note 001's 1x1-conv policy and value trunks, each with a linear layer.
 
-Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, or the
-design's 18, `NetConfig.planes`); outputs `NetOutput`:
+Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, the
+design's 18, or 28 with the expert's one-ply preference; `NetConfig.planes`); outputs `NetOutput`:
 won float[B] in [-1, 1], cleared and duration float[B] >= 0, moves float[B, 4, 8, 16] summing to 1
 over the 512 slots (flat slot r * 128 + x * 16 + y, as `encode.move_index`).
 
@@ -44,7 +44,11 @@ HEADS = ("conv", "design", "alphago")
 class NetConfig(Settings):
     """Every number of the network and its loss (defaults: design note 000, with the preview planes)."""
 
-    planes: Literal[18, 24] = setting(N_PLANES, "input planes: 24 with the NES preview pill, or the design's 18")
+    planes: Literal[18, 24, 28] = setting(
+        N_PLANES,
+        "input planes: 24 with the NES preview pill, the design's 18, or 28: 24 and the expert's one-ply preference "
+        "among the pill's moves (encode.one_ply_planes)",
+    )
     kernel: int = setting(3, "k: convolution kernel size (odd: zero padding keeps the 8x16 board)", ge=1, le=15)
     filters: int = setting(256, "f: convolution filters", ge=1, le=4096)
     blocks: int = setting(19, "r: residual blocks", ge=0, le=200)

@@ -397,6 +397,36 @@ def depth1_scores_into(cells, a, b, weights, moves, scores):
     return scores_into(cells, np.int64(a), np.int64(b), zero, zero, weights, moves, scores, np.int64(1), zero, zero)
 
 
+ONE_PLY_SCALE = 16.0  # the score gap (a virus is worth 100) at which a placement's plane value halves
+
+
+@njit(cache=True)
+def one_ply_planes_into(cells, pills, weights, scale, out):
+    """The expert's one-ply preference among each position's placements, as network input planes.
+
+    cells uint8[N, 8, 16], pills uint8[N, 2] -> out float32[N, 4, 8, 16] [r, x, y]: at each legal
+    move 1 / (1 + gap / scale), gap = its depth-1 score below the best move's (1 at the best); 0 at
+    illegal moves; a same-colour pill's planes r and r + 2 are equal (as in its legal-move mask).
+    """
+    moves = np.empty((K.MAX_MOVES, 3), np.int8)
+    scores = np.empty(K.MAX_MOVES)
+    board = np.empty((K.WIDTH, K.HEIGHT), np.uint8)  # a writable copy: the search places on it
+    out[:] = 0
+    for i in range(cells.shape[0]):
+        board[:] = cells[i]
+        a, b = np.int64(pills[i, 0]), np.int64(pills[i, 1])
+        n = depth1_scores_into(board, a, b, weights, moves, scores)
+        if n == 0:
+            continue
+        best = scores[:n].max()
+        for j in range(n):
+            r, x, y = moves[j, 0], moves[j, 1], moves[j, 2]
+            v = 1.0 / (1.0 + (best - scores[j]) / scale)
+            out[i, r, x, y] = v
+            if a == b:
+                out[i, r + 2, x, y] = v
+
+
 @njit(cache=True)
 def _score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth, beam, keep):
     if n == 0:

@@ -15,7 +15,8 @@ size rather than of the method. This bench separates size from data and steps:
   bench/results/capacity-train-MACHINE.json.
 - `held-out` measures LABEL=CHECKPOINT networks on examples of games none of them trained on (expert
   games from another seed): agreement with the expert's move, the cross-entropy of its moves, the
-  errors of the value outputs, and the consistency figures of `td_targets.py` (how much the predicted
+  errors of the value outputs, how often it plays the expert's one-ply best move (and how often that
+  move alone agrees with the teacher), and the consistency figures of `td_targets.py` (how much the predicted
   pills to the end fall per pill placed) -> bench/results/capacity-held-out-MACHINE.json.
 
 Play them with `search_vs_expert.py --against LABEL=CHECKPOINT`.
@@ -44,6 +45,7 @@ from td_targets import value_consistency
 
 from drmario.learn.checkpoint import load_net, save_net
 from drmario.learn.dataset import load_examples
+from drmario.learn.encode import one_ply_planes
 from drmario.learn.player import load_player
 from drmario.learn.train import move_agreement, value_errors
 
@@ -124,7 +126,16 @@ def train_sizes(args: argparse.Namespace) -> None:
 
 def held_out(args: argparse.Namespace) -> None:
     examples = load_examples(args.examples, augment=False, progress=False)
-    figures = {}
+    # the expert's one-ply preference (the 28-plane networks' extra input): how far its best move
+    # alone agrees with the teacher, and how often each network plays it
+    rows = np.arange(len(examples))
+    one_ply = one_ply_planes(examples.cells, examples.pills).reshape(len(examples), -1)
+    target = examples.dense_moves().reshape(len(examples), -1)
+    figures = {
+        "one-ply expert": {
+            "agreement with the expert's move": round(float(np.mean(target[rows, one_ply.argmax(1)] > 0)), 4)
+        }
+    }
     for item in args.networks:
         label, _, path = item.partition("=")
         player = load_player(path)
@@ -135,6 +146,9 @@ def held_out(args: argparse.Namespace) -> None:
             "parameters": sum(p.numel() for p in player.module.parameters()),
             "agreement with the expert's move": round(agreement, 4),
             "moves cross-entropy (nats)": round(cross_entropy, 4),
+            "plays the one-ply expert's best move": round(
+                float(np.mean(one_ply[rows, pred.moves.reshape(len(rows), -1).argmax(1)] == 1)), 4
+            ),
             "won: mean squared error (targets -1, 1)": round(errors["won: mean squared error"], 4),
             "viruses to clear: root mean square error": round(errors["viruses cleared: RMSE"], 3),
             **{k: round(v, 4) for k, v in value_consistency(examples, pred).items()},

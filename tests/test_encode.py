@@ -22,6 +22,7 @@ from drmario.learn.encode import (
     planes_torch,
     sparse_moves,
 )
+from drmario.learn.examples import colour_table
 from drmario.search import expert
 
 pills = st.sampled_from(dm.ALL_PILLS)
@@ -148,12 +149,11 @@ def test_expert_planes_hold_the_expert_one_ply_preference(seed, fill, pill):
     if pill.left == pill.right:
         assert np.array_equal(preference[:2], preference[2:])
     # the expert's evaluation does not depend on which colour is which: a renaming keeps the planes
-    rename = np.array([0, 2, 3, 1], np.uint8)
-    renamed = (board.cells & ~np.uint8(3)) | rename[board.cells & 3]
-    colours = rename[[pill.left, pill.right]]
-    assert np.array_equal(
-        planes(renamed, colours, rename[[preview.left, preview.right]], EXPERT_PLANES)[24:], preference
-    )
+    perm = (2, 3, 1)
+    rename = np.array([0, *perm], np.uint8)
+    renamed = colour_table(perm)[board.cells]
+    pair, next_pair = rename[[pill.left, pill.right]], rename[[preview.left, preview.right]]
+    assert np.array_equal(planes(renamed, pair, next_pair, EXPERT_PLANES)[24:], preference)
 
 
 def test_planes_keep_leading_dimensions():

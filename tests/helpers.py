@@ -1,15 +1,18 @@
-"""Independent, slow, plain-Python references, board generators, a subprocess helper and the tiny
-pipeline run's settings for the tests."""
+"""Independent, slow, plain-Python references, board generators, a subprocess helper, the tiny
+pipeline run's settings and an executed notebook's check for the tests."""
 
 from __future__ import annotations
 
 import signal
 from collections import deque
+from pathlib import Path
 
+import nbformat
 import numpy as np
 
 import drmario as dm
 from drmario.engine import kernels as K
+from drmario.run.pipeline import notebook_completed
 
 # The CI profile cut to the smallest run that still goes through 01 -> 02 -> 03.
 TINY = [
@@ -132,3 +135,13 @@ def ctrl_c_as_in_a_terminal() -> None:
     A shell without job control (a CI script run in the background, nohup) starts its children with
     SIGINT ignored, and Python then raises no KeyboardInterrupt: a Ctrl-C test would test nothing."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def executed_without_errors(path: Path) -> None:
+    """The notebook papermill wrote completed, every code cell ran, and none left an error."""
+    nb = nbformat.read(path, as_version=4)
+    assert notebook_completed(path), f"{path.name} did not complete"
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.strip():
+            assert cell.execution_count is not None, f"{path.name}: a cell did not run"
+            assert not [o for o in cell.outputs if o.output_type == "error"], f"{path.name}: {cell.source[:60]}"

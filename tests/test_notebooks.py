@@ -1,24 +1,21 @@
 """The notebook pipeline: committed notebooks are clean, every parameter is a real setting of its
 type, profiles are checked before anything runs, the CI profile runs the whole chain
-(01 -> 02 -> 03 -> 04 -> 02 -> 03 -> 05) and leaves what it should, the installed wheel runs a round
-outside the checkout, every notebook runs on its own with its default parameters (nbval), and the
-`train` and `pipeline` commands."""
+(01 -> 02 -> 03 -> 04 -> 02 -> 03 -> 05) and leaves what it should, and the `train` and `pipeline`
+commands. The installed wheel's round and nbval are in test_wheel.py and test_nbval.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import TINY
+from helpers import executed_without_errors
 
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
@@ -273,56 +270,6 @@ def test_train_command_fails_when_training_stops(tmp_path, capsys):
 # The whole chain with the CI profile
 
 
-def python_prints(python: str, code: str, **kwargs) -> str:
-    """What `python -c code` prints."""
-    return subprocess.run([python, "-c", code], check=True, capture_output=True, text=True, **kwargs).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def wheel_venv(tmp_path_factory) -> Path:
-    """A fresh virtual environment with the kit installed from its wheel (no checkout on its path):
-    the pipeline must find its notebooks and profiles without the source tree. Its dependencies
-    are this environment's (a .pth line names our site-packages, whose own .pth files, the
-    checkout's editable install among them, are not read), so the test spends no minute
-    reinstalling torch and Jupyter; `make install` checks the declared dependencies install."""
-    base = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    [wheel] = (base / "dist").glob("drmario_kit-*.whl")
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
-    site = python_prints(python, "import sysconfig; print(sysconfig.get_path('purelib'))")
-    install = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", str(wheel)]
-    subprocess.run(install, check=True, capture_output=True, timeout=300)
-    Path(site, "_drmario_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")  # after pip
-    return venv
-
-
-@pytest.mark.slow
-def test_the_installed_wheel_runs_a_round_from_outside_the_checkout(wheel_venv, tmp_path):
-    """The wheel's pipeline finds its notebooks and profiles without the source tree: a tiny round
-    (01 -> 02 -> 03; agents without search, whose kernels a fresh install would compile for minutes)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    python = str(wheel_venv / "bin" / "python")
-    where = python_prints(python, "import drmario; print(drmario.__file__)", cwd=tmp_path, env=env)
-    assert str(wheel_venv) in where, f"drmario imported from {where} (not the wheel)"
-    cmd = [python, "-m", "drmario", "pipeline", "--profile", "ci", "--run-dir", "tiny", "--no-progress"]
-    for item in [*TINY, "analysis.agents=[random, greedy, policy]", "analysis.calibration_agents=[policy]"]:
-        cmd += ["--set", item]
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    books = sorted((tmp_path / "tiny" / "notebooks").glob("*.ipynb"))
-    assert [p.name for p in books] == ["01_round0_data.ipynb", "02_train.ipynb", "03_analysis.ipynb"]
-    for path in books:
-        executed_without_errors(path)
-    assert set(pd.read_csv(tmp_path / "tiny" / "analysis0" / "arena.csv")["agent"]) == {"random", "greedy", "policy"}
-
-
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory) -> Path:
     """The CI profile's whole chain, run from outside the checkout (with the checkout's interpreter,
@@ -333,15 +280,6 @@ def chain(tmp_path_factory) -> Path:
     done = subprocess.run(cmd, cwd=work, env=P.child_env(), capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return work / "ci"
-
-
-def executed_without_errors(path: Path) -> None:
-    nb = nbformat.read(path, as_version=4)
-    assert P.notebook_completed(path), f"{path.name} did not complete"
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.strip():
-            assert cell.execution_count is not None, f"{path.name}: a cell did not run"
-            assert not [o for o in cell.outputs if o.output_type == "error"], f"{path.name}: {cell.source[:60]}"
 
 
 @pytest.mark.slow
@@ -422,22 +360,3 @@ def test_a_run_stops_before_a_notebook(tmp_path):
     # only the steps before the stop need this machine's devices: gpu-quick's training names cuda
     P.run_pipeline("gpu-quick", tmp_path / "gpu", stop_before="01", progress=False, log=lines.append)
     assert (tmp_path / "gpu" / "pipeline.json").is_file()
-
-
-# ------------------------------------------------------------------------------------------------
-# nbval: every notebook on its own, with its default parameters
-
-
-@pytest.mark.slow
-def test_notebooks_run_on_their_own_with_nbval(tmp_path):
-    """A copy of the checkout's notebooks and data, so the defaults (../data, ../runs) resolve inside
-    tmp_path; nbval runs them in order: 01, 02, then 03 and 04 on 02's network."""
-    (tmp_path / "notebooks").mkdir()
-    for path in CHAIN:
-        shutil.copy(path, tmp_path / "notebooks" / path.name)
-    shutil.copytree(DATA, tmp_path / "data", ignore=shutil.ignore_patterns("*.cache.npz"))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env"]
-    cmd += ["--nbval-cell-timeout", "600", "notebooks"]
-    done = subprocess.run(cmd, cwd=tmp_path, env=P.child_env(), capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert (tmp_path / "runs" / "notebooks" / "round1" / "examples").is_dir()

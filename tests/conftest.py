@@ -37,9 +37,14 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# The files of the pipeline runs, minutes each, in the order `make test` should start them: the
+# chain first (it compiles most kernels), the wheel's round after it (it copies them).
+LONGEST_FIRST = ("test_notebooks.py", "test_robustness.py", "test_wheel.py", "test_nbval.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with slow tests (the pipeline runs, minutes each) first. `make test` hands out a file at
-    a time in this order (--dist loadfile --no-loadscope-reorder), so the longest work starts first
-    and the short files fill in beside it, rather than a pipeline run starting last on its own."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: the order within and among files stays
+    """`make test` hands out a file at a time in collection order (--dist loadfile
+    --no-loadscope-reorder): the longest files go first, so the short ones fill in beside them
+    rather than a pipeline run starting last on its own."""
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order within files stays

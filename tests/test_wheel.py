@@ -5,6 +5,7 @@ give it a worker while the notebook chain runs on the other."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -44,7 +45,22 @@ def wheel_venv(tmp_path_factory) -> Path:
     install = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
     Path(site, "_drmario_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")  # after pip
+    copy_compiled_kernels(ROOT / "drmario", Path(site) / "drmario")
     return venv
+
+
+def copy_compiled_kernels(checkout: Path, installed: Path) -> None:
+    """Give the installed package the kernels the checkout's tests compiled so far, which it would
+    otherwise compile again for minutes: the source files are the same, and numba keys its cache on
+    a file's place (the cache sits in its __pycache__), modification time and size, so the times go
+    over too. A kernel not compiled yet is compiled by the wheel's run as on a fresh install."""
+    for cached in checkout.rglob("__pycache__/*.nb[ic]"):
+        folder = installed / cached.parent.relative_to(checkout)
+        folder.mkdir(exist_ok=True)
+        shutil.copy2(cached, folder / cached.name)
+    for source in checkout.rglob("*.py"):
+        if (twin := installed / source.relative_to(checkout)).is_file():
+            os.utime(twin, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns))
 
 
 @pytest.mark.slow

@@ -14,8 +14,9 @@ import torch
 from test_net import real_examples
 
 from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint, save_checkpoint
+from drmario.learn.dataset import Batch
 from drmario.learn.net import NetConfig
-from drmario.learn.train import COLUMNS, TrainConfig, Trainer, _permutation, lr_factor, train
+from drmario.learn.train import COLUMNS, TrainConfig, Trainer, _permutation, drop_expert_planes, lr_factor, train
 
 
 @pytest.fixture(scope="module")
@@ -400,3 +401,22 @@ def test_training_with_bootstrapped_targets_learns(tmp_path, examples):
     result = train(tiny(bootstrap=0.5, steps=40, log_every=10, eval_every=20), tmp_path, examples)
     rows = [r for r in csv.DictReader(result.metrics.read_text().splitlines()) if r["split"] == "train"]
     assert result.stopped is None and float(rows[-1]["loss"]) < float(rows[0]["loss"])
+
+
+def test_expert_plane_dropout_zeroes_only_the_one_ply_planes_of_a_share_of_examples():
+    def batch() -> Batch:
+        n = 2000
+        return Batch(torch.ones(n, 28, 8, 16), *(torch.zeros(n) for _ in range(3)), torch.zeros(n, 4, 8, 16), None)
+
+    first, again, later = batch(), batch(), batch()
+    drop_expert_planes(first, 0.3, seed=5, step=7)
+    drop_expert_planes(again, 0.3, seed=5, step=7)
+    drop_expert_planes(later, 0.3, seed=5, step=8)
+    assert (first.planes[:, :24] == 1).all()  # the board, pill and preview planes stay
+    dropped = (first.planes[:, 24:] == 0).flatten(1).all(1)
+    assert torch.equal(dropped, (first.planes[:, 24:] == 0).flatten(1).any(1))  # all 4 planes or none
+    assert 0.25 < dropped.float().mean() < 0.35
+    assert torch.equal(first.planes, again.planes) and not torch.equal(first.planes, later.planes)
+    with pytest.raises(ValueError, match="expert_plane_dropout: needs net.planes = 28 \\(not 24\\)"):
+        TrainConfig(expert_plane_dropout=0.5)
+    TrainConfig(expert_plane_dropout=0.5, net=NetConfig(planes=28))

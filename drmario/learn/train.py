@@ -43,6 +43,7 @@ from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_state, read_checkpoint, save_checkpoint
 from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index
 from drmario.learn.device import resolve_device
+from drmario.learn.encode import EXPERT_PLANES, N_PLANES
 from drmario.learn.loss import loss_terms, total_loss, weight_norm2
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player, Prediction
@@ -122,6 +123,14 @@ class TrainConfig(Settings):
         ge=0,
         le=1,
     )
+    expert_plane_dropout: float = setting(
+        0.0,
+        "with 28 planes: the share of training examples whose 4 one-ply planes are zeroed, so that the network"
+        " also learns the board rather than copying them (drawn from seed and step: a resumed run draws the same;"
+        " test rows keep them)",
+        ge=0,
+        le=1,
+    )
     grad_clip: float = setting(0.0, "max global gradient norm (0: off)", ge=0)
     on_nonfinite: Literal["stop", "skip"] = setting(
         "stop", "a non-finite loss: stop cleanly and say where, or skip the step (counted)"
@@ -135,6 +144,8 @@ class TrainConfig(Settings):
             problems.append("learn = values: needs init, the network whose values are refitted")
         if self.learn == "values" and self.net.head == "design":
             problems.append("learn = values: head 'design' is one layer shared by the moves and the values")
+        if self.expert_plane_dropout and self.net.planes != EXPERT_PLANES:
+            problems.append(f"expert_plane_dropout: needs net.planes = {EXPERT_PLANES} (not {self.net.planes})")
         return problems
 
     @classmethod
@@ -262,9 +273,20 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
     return torch.cat([total_loss(won, cleared, duration, moves, reg, cfg.net)[None], means, reg[None]])
 
 
+def drop_expert_planes(batch: Batch, share: float, seed: int, step: int) -> None:
+    """Zero the one-ply planes (the last 4 of 28) of a share of the batch's examples, in place; which
+    ones is drawn from (seed, step) alone, so a resumed run draws the same (and each DDP process the
+    same pattern over its own examples)."""
+    drop = torch.rand(len(batch.won), generator=_generator(seed, step, 1)) < share
+    batch.planes[drop.to(batch.planes.device), N_PLANES:] = 0
+
+
+def _generator(*entropy: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0]))
+
+
 def _permutation(n: int, seed: int, epoch: int, device: torch.device) -> torch.Tensor:
-    g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1, np.uint64)[0]))
-    return torch.randperm(n, generator=g).to(device)
+    return torch.randperm(n, generator=_generator(seed, epoch)).to(device)
 
 
 def _last_rows(metrics: MetricsCSV) -> tuple[dict[str, float], dict[str, float]]:
@@ -485,6 +507,8 @@ class Trainer:
                 self.perm = _permutation(self.n_train, cfg.seed, self.epoch, device)
             indices = self.perm[self.index * B : (self.index + 1) * B][self.rank :: self.world]
             batch = self.train_dev.batch(indices)
+            if cfg.expert_plane_dropout:
+                drop_expert_planes(batch, cfg.expert_plane_dropout, cfg.seed, self.step)
             if cfg.bootstrap:
                 later = self.next_index[indices]
                 batch = bootstrapped(model, batch, self.train_dev.batch(later.clamp(min=0)), later >= 0, cfg, device)

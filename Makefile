@@ -32,11 +32,11 @@ format: install
 	$(BIN)/ruff check --fix .
 
 # The suite on TEST_WORKERS processes, a test file at a time per worker (module fixtures such as the
-# notebook chain run once), the files with slow tests handed out first (tests/conftest.py), ending on
-# its slowest tests.
+# notebook chain run once; files with more tests first, so the one-test pipeline files come last, on
+# compiled kernels), ending on its slowest tests.
 TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The notebook pipeline (01 round-0 data -> 02 training -> 03 analysis) with the small CI profile, then
 # the shipped network (data/networks/small.pt, from the cpu profile) against greedy and the expert;

@@ -35,17 +35,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-# The files of the pipeline runs, minutes each: the chain starts first, beside the unit tests
-# (between them they compile the kernels once); the other runs come last, on compiled kernels (the
-# wheel's round copies them). Started together at the outset, two cold runs compiled every kernel twice.
-FIRST = ("test_notebooks.py",)
-LAST = ("test_robustness.py", "test_wheel.py", "test_nbval.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`make test` hands out a file at a time in collection order (--dist loadfile
-    --no-loadscope-reorder): this order (FIRST, the rest, LAST)."""
-    rank = {name: 0 for name in FIRST} | {name: 2 + k for k, name in enumerate(LAST)}
-    items.sort(key=lambda item: rank.get(item.path.name, 1))  # stable: the order within files stays

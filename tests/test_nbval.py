@@ -1,5 +1,5 @@
 """nbval: every notebook of the chain runs on its own, with its default parameters. A file of its
-own so that the test runner can give it a worker while the notebook chain runs on the other."""
+own, so that `make test` can run it last, once the other tests have compiled the kernels."""
 
 from __future__ import annotations
 

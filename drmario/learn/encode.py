@@ -12,7 +12,9 @@ a move whose score is gap below it, 0 at illegal moves), so that a small network
 expert's board evaluation before it can learn where its teacher goes further (an option, as hand-made
 features were in AlphaGo's input; they depend on the expert's weights file, `expert_weights.json`).
 Measured on the CPU profile's 32x4 network: held-out agreement 52% -> 62%, but it then plays the
-one-ply best move in 85% of positions and uses no fewer pills (bench/README.md), so it is off.
+one-ply best move in 85% of positions and uses more pills; trained with the planes zeroed in half
+its examples (`TrainConfig.expert_plane_dropout`) it keeps their wins at the 24 planes' pills
+(bench/README.md). Off until measured with search and through a profile's rounds.
 
 Positions are stored compactly as the board's cell codes uint8[8, 16] plus the pill's and the
 preview's colours uint8[2] each (132 bytes, see `kernels` for the codes) and expanded to planes

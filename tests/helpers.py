@@ -28,6 +28,8 @@ TINY = [
     "analysis.levels=[0]",
     "analysis.games_per_level=1",
     "analysis.top_level_games=1",
+    "analysis.agents=[random, greedy, policy]",  # no search: the chain's analysis has it
+    "analysis.calibration_agents=[policy]",
 ]
 
 

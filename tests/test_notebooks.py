@@ -1,7 +1,7 @@
 """The notebook pipeline: committed notebooks are clean, every parameter is a real setting of its
 type, profiles are checked before anything runs, the CI profile runs the whole chain
 (01 -> 02 -> 03 -> 04 -> 02 -> 03 -> 05) and leaves what it should, and the `train` and `pipeline`
-commands. The installed wheel's round and nbval are in test_wheel.py and test_nbval.py."""
+commands. The installed wheel's round is in test_robustness.py, nbval in test_nbval.py."""
 
 from __future__ import annotations
 

@@ -1,15 +1,19 @@
 """Runs that survive kills and refuse what they cannot do: one owner per run directory, children
 that die with their parent, shards that prove their content, worker failures named, pipeline
-failures that say where the traceback is (issue 13)."""
+failures that say where the traceback is (issue 13); last, the tiny pipeline run whole by the
+installed wheel outside the checkout, and run again from the checkout, killed at random points and
+resumed to the wheel's files."""
 
 import contextlib
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from dataclasses import replace
@@ -22,7 +26,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from helpers import TINY, ctrl_c_as_in_a_terminal
+from helpers import TINY, ctrl_c_as_in_a_terminal, executed_without_errors
 
 import drmario.play.selfplay as sp
 from drmario.files import (
@@ -296,8 +300,6 @@ def whole_run(tmp_path_factory) -> Path:
 
 
 def copy_run(src: Path, dst: Path) -> Path:
-    import shutil
-
     shutil.copytree(src, dst)
     return dst
 
@@ -547,27 +549,6 @@ def test_refused_settings_leave_nothing_and_unfinished_steps_may_change(tmp_path
 
 
 # ------------------------------------------------------------------------------------------------
-# Killed at random points, resumed: the same results as an uninterrupted run
-
-
-def pipeline_cmd(run: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "drmario", "pipeline", "--profile", "ci", "--run-dir", str(run), "--no-progress"]
-    for item in TINY:
-        cmd += ["--set", item]
-    return cmd
-
-
-def results(run: Path) -> dict:
-    """What a run made: example files (bytes), records and training rows (without timings), arena."""
-    out: dict = shard_bytes(run / "round0")
-    metrics = pd.read_csv(run / "train0" / "metrics.csv").drop(columns=["time_s", "samples_per_s"])
-    out["metrics"] = metrics.to_csv(index=False).splitlines()  # as text: nan == nan there
-    arena = pd.read_csv(run / "analysis0" / "arena.csv").drop(columns=["ms_per_move"])
-    out["arena"] = arena.to_csv(index=False).splitlines()
-    return out
-
-
-# ------------------------------------------------------------------------------------------------
 # Ctrl-C, a changed byte, a second writer (issue 21)
 
 
@@ -607,103 +588,6 @@ def test_a_notebook_file_alone_never_makes_a_step_done(whole_run, tmp_path, monk
     (run / "round0" / "examples" / "shard-000002.jsonl.gz").unlink()
     assert not P.step_done(first)
     assert "2 of its 6 games are not written yet (games 2, 3)" in P.step_problem(first)
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> tuple[Path, dict[str, float]]:
-    """The tiny pipeline run once, whole, and how long each of its steps took."""
-    whole = tmp_path_factory.mktemp("uninterrupted") / "run"
-    done = subprocess.run(pipeline_cmd(whole), env=child_env(), check=True, capture_output=True, text=True, timeout=300)
-    took = {}
-    for line in done.stdout.splitlines():
-        if ": finished in " in line:
-            took[line.split("] ")[1].split(" (")[0]] = float(line.rsplit(" in ", 1)[1].split()[0])
-    return whole, took
-
-
-def interrupt(run: Path, sig: int, rng: random.Random, took: dict[str, float]) -> str:
-    """Start the tiny pipeline on run and interrupt it once; say where. SIGINT goes to its process
-    group as a terminal's Ctrl-C does: in 01 just after its first shard (the first time, when 01
-    is not done), else at a random point of the first step it runs. SIGKILL kills its whole tree at
-    once, as an out-of-memory killer or a reboot would, at a random time of what is left to run.
-    A run that ends first is not interrupted ("ended")."""
-    proc = subprocess.Popen(
-        pipeline_cmd(run),
-        env={**child_env(), "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=ctrl_c_as_in_a_terminal,
-    )
-    out: list[str] = []
-    try:
-        if sig == signal.SIGKILL:
-            left = sum(t for step, t in took.items() if not (run / "notebooks" / f"{step}.ipynb").exists())
-            at = rng.uniform(1.0, max(2.0, left + 5))  # + the start of the pipeline and its kernels
-            reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
-            reader.start()
-            try:
-                proc.wait(at)
-                return "SIGKILL: ended"
-            except subprocess.TimeoutExpired:
-                family = [psutil.Process(proc.pid), *tree(proc.pid)]
-                for p in alive(family):
-                    p.kill()
-            proc.wait()
-            wait_for(lambda: not alive(family), 10, "the killed tree to be gone")
-            return f"SIGKILL at {at:.1f} s"
-        running = None
-        for line in proc.stdout:
-            out.append(line)
-            if "(round 0): running" in line:
-                running = line.split("] ")[1].split(" (")[0]
-                break
-        if running is None:
-            return "SIGINT: ended"
-        if running == "01_round0_data":  # between its shards: where a notebook file alone misled (1 of 4)
-            first = run / "round0" / "examples" / "shard-000000.jsonl.gz"
-            wait_for(first.exists, 60, "01's first shard", step=0.02)
-            delay = rng.uniform(0.0, 0.1)
-        else:
-            delay = rng.uniform(0.5, max(1.0, took[running]))
-        time.sleep(delay)
-        os.killpg(proc.pid, signal.SIGINT)
-        out += proc.stdout.readlines()
-        code = proc.wait(60)
-        assert code in (0, -signal.SIGINT, 130), f"{running} +{delay:.2f} s: {''.join(out)[-2000:]}"
-        return f"SIGINT in {running} +{delay:.2f} s"
-    finally:
-        kill_tree(proc)
-
-
-@pytest.mark.slow
-def test_interrupted_at_random_points_the_pipeline_resumes_to_the_same_results(uninterrupted, tmp_path):
-    """Ctrl-C in 01 just after its first shard, the whole tree killed at a random time after it, then
-    Ctrl-C at a random point of the next step: after each, no step is taken for done that is not,
-    and the run then ends as an uninterrupted one."""
-    whole, took = uninterrupted
-    seed = int(os.environ.get("DRMARIO_KILL_SEED", time.time_ns() % 2**32))  # set it to replay a failure
-    rng = random.Random(seed)
-    broken, at = tmp_path / "broken", []
-    for sig in (signal.SIGINT, signal.SIGKILL, signal.SIGINT):
-        try:
-            at.append(interrupt(broken, sig, rng, took))
-        except AssertionError as failure:  # name the seed that replays it
-            raise AssertionError(f"DRMARIO_KILL_SEED={seed}, after {at}: {failure}") from failure
-        for step in tiny_steps(broken):  # whatever notebook is there stands for a finished step
-            assert not step.output.exists() or P.step_done(step), f"{step.label}: {P.step_problem(step)} ({at})"
-    assert at[0].startswith("SIGINT in 01_round0_data"), at
-    done = subprocess.run(pipeline_cmd(broken), env=child_env(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"DRMARIO_KILL_SEED={seed}, interrupted: {at}: {done.stderr[-3000:]}"
-    got, want = results(broken), results(whole)
-    assert got.keys() == want.keys(), f"DRMARIO_KILL_SEED={seed}, interrupted: {at}"
-    for key in want:
-        assert got[key] == want[key], f"{key} differs: DRMARIO_KILL_SEED={seed}, interrupted: {at}"
-    assert not [p for p in broken.rglob("*") if TEMP_PATTERN.match(p.name)], f"DRMARIO_KILL_SEED={seed}"
-    for book in (broken / "notebooks").glob("*.ipynb"):
-        assert P.notebook_completed(book)
-    assert np.isfinite(pd.read_csv(broken / "train0" / "metrics.csv")["loss"]).all()
 
 
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "unsealed"])
@@ -934,3 +818,189 @@ def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path, mo
         r"search worker \d \(killed by SIGKILL\) died while the inference server was running", str(failure.value)
     )
     assert "SIGTERM" not in str(failure.value) and "the other 1 worker(s) were stopped" in str(failure.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# The tiny pipeline run whole by the installed wheel, then killed at random points and resumed: the
+# same results. Last in this file, so the kernels the tests before it compiled go to the wheel.
+
+
+def pipeline_cmd(run: Path, python: str = sys.executable) -> list[str]:
+    cmd = [python, "-m", "drmario", "pipeline", "--profile", "ci", "--run-dir", str(run), "--no-progress"]
+    for item in TINY:
+        cmd += ["--set", item]
+    return cmd
+
+
+def results(run: Path) -> dict:
+    """What a run made: example files (bytes), records and training rows (without timings), arena."""
+    out: dict = shard_bytes(run / "round0")
+    metrics = pd.read_csv(run / "train0" / "metrics.csv").drop(columns=["time_s", "samples_per_s"])
+    out["metrics"] = metrics.to_csv(index=False).splitlines()  # as text: nan == nan there
+    arena = pd.read_csv(run / "analysis0" / "arena.csv").drop(columns=["ms_per_move"])
+    out["arena"] = arena.to_csv(index=False).splitlines()
+    return out
+
+
+def python_prints(python: str, code: str, **kwargs) -> str:
+    """What `python -c code` prints."""
+    return subprocess.run([python, "-c", code], check=True, capture_output=True, text=True, **kwargs).stdout.strip()
+
+
+def copy_compiled_kernels(checkout: Path, installed: Path) -> None:
+    """Give the installed package the kernels the checkout's tests compiled so far, which it would
+    otherwise compile again for minutes: the source files are the same, and numba keys its cache on
+    a file's place (the cache sits in its __pycache__), modification time and size, so the times go
+    over too. A kernel not compiled yet is compiled by the wheel's run as on a fresh install."""
+    for cached in checkout.rglob("__pycache__/*.nb[ic]"):
+        folder = installed / cached.parent.relative_to(checkout)
+        if not folder.parent.is_dir():  # a leftover of a module the package no longer has
+            continue
+        folder.mkdir(exist_ok=True)
+        shutil.copy2(cached, folder / cached.name)
+    for source in checkout.rglob("*.py"):
+        if (twin := installed / source.relative_to(checkout)).is_file():
+            os.utime(twin, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns))
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> Path:
+    """A fresh virtual environment with the kit installed from its wheel (no checkout on its path):
+    the pipeline must find its notebooks and profiles without the source tree. Its dependencies
+    are this environment's (a .pth line names our site-packages, whose own .pth files, the
+    checkout's editable install among them, are not read), so the test spends no minute
+    reinstalling torch and Jupyter; `make install` checks the declared dependencies install."""
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = (base / "dist").glob("drmario_kit-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    site = python_prints(python, "import sysconfig; print(sysconfig.get_path('purelib'))")
+    install = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+    Path(site, "_drmario_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")  # after pip
+    copy_compiled_kernels(ROOT / "drmario", Path(site) / "drmario")
+    return venv
+
+
+@pytest.fixture(scope="module")
+def wheel_run(wheel_venv, tmp_path_factory) -> tuple[Path, dict[str, float]]:
+    """The tiny pipeline run whole by the installed wheel, from outside the checkout (the
+    interrupted runs' reference), and how long each of its steps took."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    python = str(wheel_venv / "bin" / "python")
+    work = tmp_path_factory.mktemp("outside")
+    where = python_prints(python, "import drmario; print(drmario.__file__)", cwd=work, env=env)
+    assert str(wheel_venv) in where, f"drmario imported from {where} (not the wheel)"
+    done = subprocess.run(
+        pipeline_cmd(Path("tiny"), python), cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    took = {}
+    for line in done.stdout.splitlines():
+        if ": finished in " in line:
+            took[line.split("] ")[1].split(" (")[0]] = float(line.rsplit(" in ", 1)[1].split()[0])
+    return work / "tiny", took
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_a_round_from_outside_the_checkout(wheel_run):
+    """The wheel's pipeline finds its notebooks, profiles and shipped data without the source tree."""
+    run, took = wheel_run
+    books = sorted((run / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in books] == ["01_round0_data.ipynb", "02_train.ipynb", "03_analysis.ipynb"]
+    assert sorted(took) == [p.stem for p in books]
+    for path in books:
+        executed_without_errors(path)
+    assert set(pd.read_csv(run / "analysis0" / "arena.csv")["agent"]) == {"random", "greedy", "policy"}
+
+
+def interrupt(run: Path, sig: int, rng: random.Random, took: dict[str, float]) -> str:
+    """Start the tiny pipeline on run and interrupt it once; say where. SIGINT goes to its process
+    group as a terminal's Ctrl-C does: in 01 just after its first shard (the first time, when 01
+    is not done), else at a random point of the first step it runs. SIGKILL kills its whole tree at
+    once, as an out-of-memory killer or a reboot would, at a random time of what is left to run.
+    A run that ends first is not interrupted ("ended")."""
+    proc = subprocess.Popen(
+        pipeline_cmd(run),
+        env={**child_env(), "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
+    )
+    out: list[str] = []
+    try:
+        if sig == signal.SIGKILL:
+            left = sum(t for step, t in took.items() if not (run / "notebooks" / f"{step}.ipynb").exists())
+            at = rng.uniform(1.0, max(2.0, left + 5))  # + the start of the pipeline and its kernels
+            reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+            reader.start()
+            try:
+                proc.wait(at)
+                return "SIGKILL: ended"
+            except subprocess.TimeoutExpired:
+                family = [psutil.Process(proc.pid), *tree(proc.pid)]
+                for p in alive(family):
+                    p.kill()
+            proc.wait()
+            wait_for(lambda: not alive(family), 10, "the killed tree to be gone")
+            return f"SIGKILL at {at:.1f} s"
+        running = None
+        for line in proc.stdout:
+            out.append(line)
+            if "(round 0): running" in line:
+                running = line.split("] ")[1].split(" (")[0]
+                break
+        if running is None:
+            return "SIGINT: ended"
+        if running == "01_round0_data":  # between its shards: where a notebook file alone misled (1 of 4)
+            first = run / "round0" / "examples" / "shard-000000.jsonl.gz"
+            wait_for(first.exists, 60, "01's first shard", step=0.02)
+            delay = rng.uniform(0.0, 0.1)
+        else:
+            delay = rng.uniform(0.5, max(1.0, took[running]))
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        out += proc.stdout.readlines()
+        code = proc.wait(60)
+        assert code in (0, -signal.SIGINT, 130), f"{running} +{delay:.2f} s: {''.join(out)[-2000:]}"
+        return f"SIGINT in {running} +{delay:.2f} s"
+    finally:
+        kill_tree(proc)
+
+
+@pytest.mark.slow
+def test_interrupted_at_random_points_the_pipeline_resumes_to_the_same_results(wheel_run, tmp_path):
+    """Ctrl-C in 01 just after its first shard, the whole tree killed at a random time after it, then
+    Ctrl-C at a random point of the next step: after each, no step is taken for done that is not,
+    and the run then ends as the wheel's uninterrupted one (the same files, byte for byte)."""
+    whole, took = wheel_run
+    seed = int(os.environ.get("DRMARIO_KILL_SEED", time.time_ns() % 2**32))  # set it to replay a failure
+    rng = random.Random(seed)
+    broken, at = tmp_path / "broken", []
+    for sig in (signal.SIGINT, signal.SIGKILL, signal.SIGINT):
+        try:
+            at.append(interrupt(broken, sig, rng, took))
+        except AssertionError as failure:  # name the seed that replays it
+            raise AssertionError(f"DRMARIO_KILL_SEED={seed}, after {at}: {failure}") from failure
+        for step in tiny_steps(broken):  # whatever notebook is there stands for a finished step
+            assert not step.output.exists() or P.step_done(step), f"{step.label}: {P.step_problem(step)} ({at})"
+    assert at[0].startswith("SIGINT in 01_round0_data"), at
+    done = subprocess.run(pipeline_cmd(broken), env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"DRMARIO_KILL_SEED={seed}, interrupted: {at}: {done.stderr[-3000:]}"
+    got, want = results(broken), results(whole)
+    assert got.keys() == want.keys(), f"DRMARIO_KILL_SEED={seed}, interrupted: {at}"
+    for key in want:
+        assert got[key] == want[key], f"{key} differs: DRMARIO_KILL_SEED={seed}, interrupted: {at}"
+    assert not [p for p in broken.rglob("*") if TEMP_PATTERN.match(p.name)], f"DRMARIO_KILL_SEED={seed}"
+    for book in (broken / "notebooks").glob("*.ipynb"):
+        assert P.notebook_completed(book)
+    assert np.isfinite(pd.read_csv(broken / "train0" / "metrics.csv")["loss"]).all()

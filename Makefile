@@ -32,8 +32,9 @@ format: install
 	$(BIN)/ruff check --fix .
 
 # The suite on TEST_WORKERS processes, a test file at a time per worker (module fixtures such as the
-# notebook chain run once; files with more tests first, so the one-test pipeline files come last, on
-# compiled kernels), ending on its slowest tests.
+# notebook chain run once; files with more tests first, so nbval's one-test file comes last, on
+# compiled kernels, as does the wheel's round at the end of test_robustness.py), ending on its
+# slowest tests.
 TEST_WORKERS ?= 2
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15

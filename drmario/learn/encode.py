@@ -13,8 +13,9 @@ expert's board evaluation before it can learn where its teacher goes further (an
 features were in AlphaGo's input; they depend on the expert's weights file, `expert_weights.json`).
 Measured on the CPU profile's 32x4 network: held-out agreement 52% -> 62%, but it then plays the
 one-ply best move in 85% of positions and uses more pills; trained with the planes zeroed in half
-its examples (`TrainConfig.expert_plane_dropout`) it keeps their wins at the 24 planes' pills
-(bench/README.md). Off until measured with search and through a profile's rounds.
+its examples (`TrainConfig.expert_plane_dropout`) it keeps their wins at the 24 planes' pills. A
+whole CPU-profile run with them made a stronger round 0 that later rounds did not improve on
+significantly, and its search still used more pills than the expert (bench/README.md): off.
 
 Positions are stored compactly as the board's cell codes uint8[8, 16] plus the pill's and the
 preview's colours uint8[2] each (132 bytes, see `kernels` for the codes) and expanded to planes

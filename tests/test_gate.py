@@ -90,6 +90,23 @@ def test_as_many_wins_but_more_pills_per_virus_is_refused():
     assert compare(noise, old).promoted
 
 
+def test_wins_first_promotes_more_wins_whatever_the_pills():
+    rng = np.random.default_rng(2)
+    base = rng.integers(140, 180, 50)
+    old = records([True] * 45 + [False] * 5, list(base))
+    more_wins = records([True] * 47 + [False] * 3, list(base + 12))  # two wins more, 12 pills more a game
+    assert not compare(more_wins, old).promoted  # the default weighs the pills too
+    result = compare(more_wins, old, rule="wins-first")
+    assert result.promoted and "wins more games (47 against 45" in result.reason and result.ppv_worse_p < 0.001
+    same_wins = records([True] * 45 + [False] * 5, list(base + 12))  # as many wins: the pills decide
+    assert not compare(same_wins, old, rule="wins-first").promoted
+    assert compare(records([True] * 45 + [False] * 5, list(base)), old, rule="wins-first").promoted
+    fewer = records([True] * 44 + [False] * 6, list(base - 30))
+    assert not compare(fewer, old, rule="wins-first").promoted
+    with pytest.raises(ValueError, match="rule = 'most-wins'"):
+        compare(old, old, rule="most-wins")
+
+
 def test_records_of_other_games_are_refused():
     with pytest.raises(ValueError, match="not of the same games"):
         compare(records([True], [100], level=20), records([True], [100], level=15))
@@ -180,3 +197,17 @@ def test_a_gate_is_played_again_for_another_network_of_the_round(tmp_path):
     again = gate_round(tmp_path, 0, cfg, log=lambda _: None)
     assert again["network"] == "train0/values/checkpoints/latest.pt"
     assert (train_dir(tmp_path, 0) / GATE_FILE).stat().st_mtime_ns != stamp
+
+
+def test_a_round_is_compared_on_the_same_games_whatever_the_rule(tmp_path):
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    cfg = GateConfig(levels=[0], games_per_level=2, max_pills=40)
+    for k in (0, 1, 2):
+        save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), train_dir(tmp_path, k) / "checkpoints" / "latest.pt")
+    gate_round(tmp_path, 0, cfg, log=lambda _: None)
+    second = gate_round(tmp_path, 1, cfg.replace(rule="wins-first", alpha=0.1), log=lambda _: None)
+    assert second["against"] == 0 and second["config"]["rule"] == "wins-first" and second["games"] == 2
+    with pytest.raises(ValueError, match="the same gating games"):
+        gate_round(tmp_path, 2, cfg.replace(games_per_level=3), log=lambda _: None)

@@ -9,8 +9,14 @@ alone by default, `GateConfig.agent`). The comparison is paired, game by game:
 - **pills per virus**: on the games both won, the mean of the per-game difference, with a paired
   bootstrap 95% interval and a one-sided sign-flip (permutation) test of "the new one uses more".
 
-The new network is promoted when it wins at least as many games and does not use significantly
-more pills per virus (one-sided p < `alpha`). Round 0's network has nothing to beat and is promoted.
+The decision (`GateConfig.rule`):
+
+- ``wins-and-pills`` (the default): promoted when the new network wins at least as many games and does
+  not use significantly more pills per virus (one-sided p < `alpha`);
+- ``wins-first``: promoted when it wins more games, whatever its pills; when it wins as many, as
+  above; never when it wins fewer (wins are the first aim, pills per virus the second).
+
+Round 0's network has nothing to beat and is promoted.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -39,9 +46,19 @@ class GateConfig(Settings):
     max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a loss", ge=1, le=10**5)
     lockstep: int = setting(50, "games played at once", ge=1, le=4096)
     alpha: float = setting(0.05, "one-sided significance of 'the new network uses more pills per virus'", gt=0, lt=1)
+    rule: Literal["wins-and-pills", "wins-first"] = setting(
+        "wins-and-pills",
+        "the decision: wins-and-pills (at least as many wins, not significantly more pills per virus) or "
+        "wins-first (more wins promote whatever the pills; as many: as wins-and-pills)",
+    )
 
     def check(self) -> list[str]:
         return [] if self.levels else ["levels = []: expected at least one level"]
+
+    def games_settings(self) -> dict:
+        """The settings that make the gating games and how they are played (not the decision): two
+        rounds' records compare only if these are the same."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("alpha", "rule")}
 
     def games(self) -> list[GameSpec]:
         """The fixed gating games: per level, distinct gating seeds drawn with `seed`."""
@@ -106,8 +123,13 @@ def bootstrap_interval(values: np.ndarray, seed: int = 0, rounds: int = 5000) ->
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def compare(new: Sequence[GameRecord], old: Sequence[GameRecord], alpha: float = 0.05) -> GateResult:
-    """The paired comparison of two networks' records of the same games (in the same order)."""
+def compare(
+    new: Sequence[GameRecord], old: Sequence[GameRecord], alpha: float = 0.05, rule: str = "wins-and-pills"
+) -> GateResult:
+    """The paired comparison of two networks' records of the same games (in the same order), and the
+    decision by `rule` (module docstring)."""
+    if rule not in ("wins-and-pills", "wins-first"):
+        raise ValueError(f"rule = {rule!r}: expected 'wins-and-pills' or 'wins-first'")
     if [(r.seed, r.level) for r in new] != [(r.seed, r.level) for r in old]:
         raise ValueError("the two networks' records are not of the same games in the same order")
     new_won = np.array([r.outcome == "won" for r in new])
@@ -120,20 +142,21 @@ def compare(new: Sequence[GameRecord], old: Sequence[GameRecord], alpha: float =
     low, high = bootstrap_interval(diffs)
     worse_p = sign_flip_p(diffs)
     b, c = int((new_won & ~old_won).sum()), int((old_won & ~new_won).sum())
-    wins_ok = new_won.sum() >= old_won.sum()
-    ppv_ok = worse_p >= alpha
-    if wins_ok and ppv_ok:
-        reason = "wins at least as many games and does not use significantly more pills per virus"
-    elif not wins_ok:
-        reason = f"wins fewer games ({int(new_won.sum())} against {int(old_won.sum())})"
+    new_wins, old_wins = int(new_won.sum()), int(old_won.sum())
+    if new_wins < old_wins:
+        promoted, reason = False, f"wins fewer games ({new_wins} against {old_wins})"
+    elif new_wins > old_wins and rule == "wins-first":
+        promoted, reason = True, f"wins more games ({new_wins} against {old_wins}; rule wins-first: pills not weighed)"
+    elif worse_p < alpha:
+        promoted, reason = False, f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
     else:
-        reason = f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
+        promoted, reason = True, "wins at least as many games and does not use significantly more pills per virus"
     return GateResult(
-        promoted=bool(wins_ok and ppv_ok),
+        promoted=promoted,
         reason=reason,
         games=len(new),
-        new_wins=int(new_won.sum()),
-        old_wins=int(old_won.sum()),
+        new_wins=new_wins,
+        old_wins=old_wins,
         new_only=b,
         old_only=c,
         wins_p=mcnemar_p(b, c),

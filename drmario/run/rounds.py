@@ -166,13 +166,14 @@ def gate_round(
         wins = sum(r.outcome == "won" for r in records)
         entry.update(promoted=True, reason="the first network: nothing to beat", wins=wins, games=len(records))
     else:
-        against = read_gate(run_dir, best) or {}
-        if against.get("config") != cfg.to_dict():
+        against = (read_gate(run_dir, best) or {}).get("config") or {}
+        games = cfg.games_settings()
+        if {k: against.get(k) for k in games} != games:
             raise ValueError(
-                f"round {best}'s network was gated with other settings ({against.get('config')}); "
+                f"round {best}'s network was gated with other settings ({against}); "
                 "a paired comparison needs the same gating games: use the same gate settings in a run"
             )
-        result = compare(records, _records(train_dir(run_dir, best) / GATE_GAMES), cfg.alpha)
+        result = compare(records, _records(train_dir(run_dir, best) / GATE_GAMES), cfg.alpha, cfg.rule)
         entry.update(result.to_dict())
     write_atomic(folder / GATE_FILE, json.dumps(entry, indent=1) + "\n")
     verdict = "promoted" if entry["promoted"] else "not promoted"

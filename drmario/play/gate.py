@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -33,6 +33,8 @@ from drmario.engine.level import GATING_SEEDS, MAX_LEVEL
 from drmario.play.agents import Agent
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.settings import Settings, setting
+
+GateRule = Literal["wins-and-pills", "wins-first"]  # the decisions (module docstring)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class GateConfig(Settings):
     max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a loss", ge=1, le=10**5)
     lockstep: int = setting(50, "games played at once", ge=1, le=4096)
     alpha: float = setting(0.05, "one-sided significance of 'the new network uses more pills per virus'", gt=0, lt=1)
-    rule: Literal["wins-and-pills", "wins-first"] = setting(
+    rule: GateRule = setting(
         "wins-and-pills",
         "the decision: wins-and-pills (at least as many wins, not significantly more pills per virus) or "
         "wins-first (more wins promote whatever the pills; as many: as wins-and-pills)",
@@ -124,12 +126,12 @@ def bootstrap_interval(values: np.ndarray, seed: int = 0, rounds: int = 5000) ->
 
 
 def compare(
-    new: Sequence[GameRecord], old: Sequence[GameRecord], alpha: float = 0.05, rule: str = "wins-and-pills"
+    new: Sequence[GameRecord], old: Sequence[GameRecord], alpha: float = 0.05, rule: GateRule = "wins-and-pills"
 ) -> GateResult:
     """The paired comparison of two networks' records of the same games (in the same order), and the
     decision by `rule` (module docstring)."""
-    if rule not in ("wins-and-pills", "wins-first"):
-        raise ValueError(f"rule = {rule!r}: expected 'wins-and-pills' or 'wins-first'")
+    if rule not in get_args(GateRule):
+        raise ValueError(f"rule = {rule!r}: expected one of {', '.join(map(repr, get_args(GateRule)))}")
     if [(r.seed, r.level) for r in new] != [(r.seed, r.level) for r in old]:
         raise ValueError("the two networks' records are not of the same games in the same order")
     new_won = np.array([r.outcome == "won" for r in new])

@@ -47,7 +47,7 @@ run: install
 	$(BIN)/python -m drmario evaluate --agents greedy,expert,policy@small,net-mcts-32@small \
 		--levels "[10, 15, 20]" --games-per-level 10 --top-level-games 10 --out runs/demo/shipped-arena.csv
 
-# Remake the committed sample: data/round0-sample (round-0 examples) and data/eval_games.json.
+# Remake the committed sample data/round0-sample (round-0 examples of 10 expert games; tests check it is current).
 data: install
 	$(BIN)/python -c "from drmario.run.pipeline import make_sample_data; make_sample_data('data')"
 

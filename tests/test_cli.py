@@ -21,6 +21,7 @@ from drmario.engine.timing import input_path, read_input_path
 from drmario.run import cli
 from drmario.run.agents import network_name
 from drmario.run.cli import main
+from drmario.settings import SettingsError
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ["--levels", "[0]", "--games-per-level", "2", "--top-level-games", "2", "--max-pills", "30", "--no-progress"]
@@ -286,3 +287,17 @@ def test_a_flag_takes_none_as_its_help_writes_it():
     cfg = cli.settings_from(SelfPlayConfig, args)
     assert (cfg.stall_limit, cfg.rescue_after, cfg.games) == (None, None, 3)
     assert cli.settings_from(SelfPlayConfig, parser.parse_args(["--rescue-after", "12"])).rescue_after == 12
+
+
+def test_a_true_or_false_flag_alone_means_true():
+    import argparse
+
+    from drmario.learn.train import TrainConfig
+
+    parser = argparse.ArgumentParser()
+    cli.add_settings(parser, TrainConfig)
+    assert cli.settings_from(TrainConfig, parser.parse_args(["--cpu-bf16"])).cpu_bf16 is True
+    assert cli.settings_from(TrainConfig, parser.parse_args(["--cpu-bf16", "false"])).cpu_bf16 is False
+    assert cli.settings_from(TrainConfig, parser.parse_args(["--augment", "false", "--steps", "5"])).augment is False
+    with pytest.raises(SettingsError, match="cpu_bf16 = 'yes please'"):
+        cli.settings_from(TrainConfig, parser.parse_args(["--cpu-bf16", "yes please"]))

@@ -34,8 +34,8 @@ def _yaml_value(text: str) -> Any:
 
 
 def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tuple[str, ...] = ()) -> None:
-    """A flag for every leaf setting of cls (values are YAML: 500, 0.1, true, [0, 4], null), plus
-    --config FILE and --set KEY=VALUE."""
+    """A flag for every leaf setting of cls (values are YAML: 500, 0.1, true, [0, 4], null; a
+    true-or-false flag alone means true), plus --config FILE and --set KEY=VALUE."""
     group = parser.add_argument_group(f"settings ({cls.__name__})")
     group.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file (nested, as saved)")
     group.add_argument(
@@ -44,10 +44,13 @@ def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tup
     for leaf in cls.leaves():
         if leaf.name in skip:
             continue
+        switch = leaf.type is bool
         group.add_argument(
             "--" + leaf.name.replace("_", "-"),
             dest=SETTING + leaf.path,
             type=_yaml_value,
+            nargs="?" if switch else None,
+            const=True if switch else None,
             default=argparse.SUPPRESS,
             metavar=leaf.type_text.replace(" ", ""),
             help=f"{leaf.doc} (default: {leaf.default!r})".replace("%", "%%"),

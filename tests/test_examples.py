@@ -14,7 +14,14 @@ import drmario as dm
 from drmario.engine.level import Level
 from drmario.files import atomic_file, temp_path, write_atomic
 from drmario.learn.example_decoding import SUM_TOLERANCE, decode_rows
-from drmario.learn.example_files import read_examples, read_sidecar, sidecar_path, write_examples, write_games
+from drmario.learn.example_files import (
+    ERRORS_KEPT,
+    read_examples,
+    read_sidecar,
+    sidecar_path,
+    write_examples,
+    write_games,
+)
 from drmario.learn.examples import (
     COLOUR_PERMUTATIONS,
     Example,
@@ -175,6 +182,10 @@ def broken(row, kind):
         flat = next(f for f in moves if f)
         flat[2] += 0.01
         return row, r"moves: probabilities sum to 1\.0(1|099\d*), not 1 \(tolerance 0\.001\)"
+    if kind in ("nested", "bool"):  # numpy would raise on a list inside, or read true as 1
+        r, flat = next((r, f) for r, f in enumerate(moves) if f)
+        flat[0] = [flat[0]] if kind == "nested" else True
+        return row, rf"moves\[{r}\] triple 0: {re.escape(repr(flat[0]))} is not a number"
     if kind == "occupied":
         x, y = map(int, np.argwhere(board.cells)[0])
         moves[0] += [x, y, 0.0]  # p = 0 is allowed anywhere
@@ -187,7 +198,19 @@ def broken(row, kind):
     raise ValueError(kind)
 
 
-KINDS = ["arity", "bad board", "short board", "bad pill", "won", "negative count", "float count", "sum", "occupied"]
+KINDS = [
+    "arity",
+    "bad board",
+    "short board",
+    "bad pill",
+    "won",
+    "negative count",
+    "float count",
+    "sum",
+    "nested",
+    "bool",
+    "occupied",
+]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -351,7 +374,7 @@ def test_malformed_lines_reported_with_file_and_line(tmp_path, all_examples, suf
     assert report.on_error == "skip" and report.skipped == len(bad_lines) and report.blank == 1
     assert report.lines == len(lines) - 1 and report.examples == len(examples) == len(good)
     assert [ex.to_json() for ex in examples] == [ex.to_json() for ex in all_examples[:30]]
-    assert report.error_lines == sorted(bad_lines)
+    assert report.error_lines == sorted(bad_lines)[:ERRORS_KEPT]  # every one counted, the first few kept
     for line, text in zip(report.error_lines, report.errors):
         assert text.startswith(f"{path}:{line}: ")
         assert re.search(bad_lines[line], text), (text, bad_lines[line])

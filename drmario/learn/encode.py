@@ -165,14 +165,21 @@ def _planes_gather(
 TRIPLE_OK, NOT_INTEGER, OFF_BOARD, BAD_PROBABILITY, DUPLICATE = 0, 1, 2, 3, 4
 
 
+def plain_numbers(values: list) -> bool:
+    """Whether every value is a Python int or float, as JSON numbers parse (a bool is its own type:
+    numpy would read true as 1; a nested list would make numpy raise)."""
+    return set(map(type, values)) <= {int, float}
+
+
 def numeric_values(values: list, r: int) -> np.ndarray:
     """A flat JSON list of numbers as float64[n]; ValueError naming the first value that is not a
     number (a string, a list, null, a boolean). ``r`` is the rotation the list belongs to."""
-    array = np.array(values) if values else np.zeros(0)
-    if array.ndim == 1 and array.dtype.kind in "iuf":
-        return array.astype(np.float64)
+    if plain_numbers(values):
+        array = np.array(values) if values else np.zeros(0)
+        if array.dtype.kind in "iuf":  # (an int beyond int64 makes an object array: checked below)
+            return array.astype(np.float64)
     for i, v in enumerate(values):  # error path only: find the culprit
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise ValueError(f"moves[{r}] triple {i // 3}: {v!r} is not a number")
         if isinstance(v, int) and abs(v) > 2**53:
             text = str(v)

@@ -291,6 +291,32 @@ def test_weights_file_matches_features() -> None:
     assert np.all(np.isfinite(weights))
 
 
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{", "not an expert weights file"),
+        ('{"weights": []}', "not an expert weights file.*features"),
+        (None, f"expected {E.N_FEATURES} weights, one per feature"),  # the features and 5 weights
+        ("nan", "the weight of .* is nan, not a finite number"),
+        ("bool", "the weight of .* is True, not a finite number"),
+    ],
+)
+def test_a_bad_weights_file_is_refused_by_name(tmp_path, content, message) -> None:
+    import json
+
+    features = list(E.FEATURES)
+    if content is None:
+        content = json.dumps({"features": features, "weights": [1.0] * 5})
+    elif content in ("nan", "bool"):
+        weights = [1.0] * len(features)
+        weights[3] = float("nan") if content == "nan" else True
+        content = json.dumps({"features": features, "weights": weights})
+    path = tmp_path / f"w-{len(content)}.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=f"{path}: {message}"):
+        E.load_weights(path)
+
+
 def test_every_caller_reaches_one_compiled_search():
     """A read-only board, uint8 colours or a constant argument would each compile the expert's whole
     search again (seconds apiece on a fresh install): from Python (a game's read-only board, numpy

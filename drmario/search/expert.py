@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,15 +135,20 @@ def load_weights(path: str | Path | None = None) -> np.ndarray:
 
 @functools.cache
 def _read_weights(path: str) -> np.ndarray:
-    data = json.loads(Path(path).read_text())
-    names, values = data["features"], data["weights"]
-    if tuple(names) != FEATURES:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        names, values = data["features"], data["weights"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not an expert weights file ({{'features': [...], 'weights': [...]}}): {e!r}") from e
+    if not isinstance(names, list) or tuple(names) != FEATURES:
         raise ValueError(f"{path}: features {names} are not this evaluator's {list(FEATURES)}")
+    # the compiled evaluator reads one weight per feature with no bounds check: a short list must not pass
+    if not isinstance(values, list) or len(values) != len(FEATURES):
+        raise ValueError(f"{path}: expected {len(FEATURES)} weights, one per feature, got {values!r}")
+    for name, w in zip(FEATURES, values):
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            raise ValueError(f"{path}: the weight of {name} is {w!r}, not a finite number")
     return np.asarray(values, np.float64)
-
-
-def weights_dict(weights: np.ndarray) -> dict[str, float]:
-    return {name: float(w) for name, w in zip(FEATURES, weights)}
 
 
 # ----------------------------------------------------------------------------------------------

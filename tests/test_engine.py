@@ -287,6 +287,28 @@ def test_game_rejects_moves_after_end_and_bad_records():
         dm.GameRecord(seed=99, level=10, moves=(dm.Move(0, 7, 0),)).replay()
     with pytest.raises(ValueError, match="game record"):
         dm.GameRecord.from_dict({"seed": 99})
+    # words the readers would misread: an unknown outcome counts as a game but neither won nor lost
+    for field, value, message in [
+        ("outcome", "win", "outcome must be one of"),
+        ("pill_mode", "xyz", "pill_mode must be one of"),
+        ("stall_limit", 0, "stall_limit must be a positive integer or null"),
+        ("timing", "fast", "timing must be one of"),
+        ("speed", "hi", "speed 'hi' given under free timing"),
+    ]:
+        with pytest.raises(ValueError, match=f"game record: .*{message}"):
+            dm.GameRecord.from_dict({**record.to_dict(), field: value})
+    nes = dm.GameRecord.from_dict({**record.to_dict(), "timing": "nes", "speed": "hi"})
+    assert (nes.timing, nes.speed) == ("nes", "hi")
+
+
+def test_a_record_file_names_the_line_that_is_not_a_record(tmp_path):
+    record = random_game(99, 10, 1000).record()
+    path = tmp_path / "games.jsonl"
+    path.write_text(record.to_json() + "\n\n" + record.to_json() + "\n")
+    assert dm.GameRecord.read_file(path) == [record, record]
+    path.write_text(record.to_json() + "\n\n" + '{"seed": 2, "level": 3, "moves": [], "outcome": "win"}\n')
+    with pytest.raises(ValueError, match=f"^{path}:3: game record: .*outcome must be one of"):
+        dm.GameRecord.read_file(path)
 
 
 # ---------------------------------------------------------------- the public API refuses junk clearly

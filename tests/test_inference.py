@@ -141,14 +141,17 @@ def test_selfplay_with_an_inference_server_and_two_search_processes(tmp_path):
 
 
 def test_rounds_table_has_a_kl_for_network_rounds_and_none_for_round_zero(tmp_path):
-    """The expert (round 0 of the profiles) has no prior, so no KL: the table keeps it NaN."""
-    from drmario.run.notebook import rounds_table
+    """The expert (round 0 of the profiles) and round-0 MCTS have no network prior, so no KL: the
+    table keeps it NaN."""
+    from drmario.run.notebook import selfplay_rounds_table
 
     ckpt = save_net(tiny_net(3), tmp_path / "net.pt")
     base = dict(games=2, levels=[0], seed=4, games_per_shard=2, max_pills=30, workers=1)
     generate(SelfPlayConfig(**base, search=SearchConfig(mode="expert")), tmp_path / "run" / "round0", progress=False)
     search = SearchConfig(mode="puct", simulations=4)
     generate(SelfPlayConfig(**base, network=str(ckpt), search=search), tmp_path / "run" / "round1", progress=False)
-    table = rounds_table(tmp_path / "run")
-    assert list(table.index) == [0, 1] and table.loc[1, "games"] == 2
-    assert np.isnan(table.loc[0, "search_kl"]) and table.loc[1, "search_kl"] > 0
+    mcts = SearchConfig(mode="round0", simulations=8)
+    generate(SelfPlayConfig(**base, search=mcts), tmp_path / "run" / "round2", progress=False)
+    table = selfplay_rounds_table(tmp_path / "run")
+    assert list(table.index) == [0, 1, 2] and table.loc[1, "games"] == 2
+    assert np.isnan(table.loc[0, "search_kl"]) and table.loc[1, "search_kl"] > 0 and np.isnan(table.loc[2, "search_kl"])

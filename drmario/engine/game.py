@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -13,7 +14,7 @@ from drmario.engine import kernels as K
 from drmario.engine import nes_timing as NT
 from drmario.engine import timing as T
 from drmario.engine.board import Board, FormatError, Move, Pill, as_move, integer, move_values
-from drmario.engine.level import Level, PillMode, PillSequence, new_level
+from drmario.engine.level import PILL_MODES, Level, PillMode, PillSequence, new_level
 from drmario.engine.nes_timing import Speed, Timing
 from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
@@ -69,7 +70,7 @@ class GameRecord:
             if not isinstance(d, dict):
                 raise FormatError(f"expected a JSON object, got {type(d).__name__}")
             moves = tuple(as_move(m, f"move {i}") for i, m in enumerate(d["moves"]))
-            return cls(
+            record = cls(
                 seed=integer(d["seed"], "seed"),
                 level=integer(d["level"], "level"),
                 pill_mode=d.get("pill_mode", "nes"),
@@ -83,8 +84,27 @@ class GameRecord:
                 speed=d.get("speed"),
                 frames=None if d.get("frames") is None else integer(d["frames"], "frames"),
             )
+            record._check_words()
+            return record
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"game record: {e!r} in {d!r:.200}") from e
+
+    def _check_words(self) -> None:
+        """ValueError for a field the readers of records would misread (an unknown outcome would
+        count as a game but as neither a win nor a loss)."""
+        outcomes = [o.value for o in Outcome]
+        if self.outcome is not None and self.outcome not in outcomes:
+            raise ValueError(f"outcome must be one of {outcomes} or null, got {self.outcome!r:.80}")
+        if self.pill_mode not in PILL_MODES:
+            raise ValueError(f"pill_mode must be one of {list(PILL_MODES)}, got {self.pill_mode!r:.80}")
+        sl = self.stall_limit
+        if sl is not None and (isinstance(sl, bool) or not isinstance(sl, int) or sl < 1):
+            raise ValueError(f"stall_limit must be a positive integer or null, got {sl!r:.80}")
+        if self.timing == "free":
+            if self.speed is not None:
+                raise ValueError(f"speed {self.speed!r:.80} given under free timing")
+        else:
+            NT.check_timing(self.timing, self.speed)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
@@ -102,6 +122,22 @@ class GameRecord:
             raise FormatError(f"game record: not JSON ({e}) in {text!r:.80}") from e
         return cls.from_dict(data)
 
+    @classmethod
+    def read_file(cls, path: str | os.PathLike) -> list[GameRecord]:
+        """The game records of a JSON Lines file (blank lines skipped); ValueError naming path:line
+        of the first line that is not a record."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path: expected a str or path, got {type(path).__name__}")
+        records = []
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        records.append(cls.from_json(line))
+                    except ValueError as e:
+                        raise ValueError(f"{path}:{n}: {e}") from e
+        return records
+
     def new_game(self) -> Game:
         return Game(
             self.seed,
@@ -118,20 +154,21 @@ class GameRecord:
         game = self.new_game()
         for i, move in enumerate(self.moves):
             before = game.copy()
-            try:
-                result = game.play(move)
-            except ValueError as e:
-                raise ValueError(f"game record seed={self.seed} level={self.level}: move {i}: {e}") from e
-            yield before, move, result
+            yield before, move, self.play_move(game, i)
+
+    def play_move(self, game: Game, i: int) -> PlaceResult:
+        """Play the record's move i on game (replaying it from `new_game`); ValueError naming the
+        record and the move when the move is not legal there."""
+        try:
+            return game.play(self.moves[i])
+        except ValueError as e:
+            raise ValueError(f"game record seed={self.seed} level={self.level}: move {i}: {e}") from e
 
     def replay(self) -> Game:
         """Replay every move and check that the outcome and counts match the record."""
         game = self.new_game()
-        for i, move in enumerate(self.moves):
-            try:
-                game.play(move)
-            except ValueError as e:
-                raise ValueError(f"game record seed={self.seed} level={self.level}: move {i}: {e}") from e
+        for i in range(len(self.moves)):
+            self.play_move(game, i)
         got: tuple = (game.outcome.value if game.outcome else None, game.viruses_cleared, game.pills_used)
         want: tuple = (self.outcome, self.viruses_cleared, self.pills_used)
         if self.timing != "free" and self.frames is not None:

@@ -181,7 +181,7 @@ def play_shard(
     finished: dict[int, tuple[GameRecord, list]] = {}
 
     def keep(record: GameRecord, decisions: list[Decision]) -> None:
-        kl = _mean_kl(decisions)
+        kl = _mean_kl(decisions) if cfg.search.needs_network else None  # (a network's KL only)
         if kl is not None:
             record.meta["search_kl"] = kl
         if cfg.rescue_after is not None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from drmario.files import parent_death_signal, write_atomic
 from drmario.run.pipeline import child_env
-from drmario.run.rounds import analysis_dir, in_run, round_dir, train_dir
+from drmario.run.rounds import analysis_dir, in_run, round_dir
 from drmario.search.core import Leaves
 
 if TYPE_CHECKING:
@@ -303,7 +303,7 @@ def replay_with_search(
     return kept["record"], kept["targets"]
 
 
-def rounds_table(run_dir: str | Path) -> pd.DataFrame:
+def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
     """One row per self-play round found in run_dir: games, positions, wins, top outs, stalemates,
     viruses cleared, pills per virus, the mean KL(target || prior) (NaN for the expert, which has no prior) and
     the search that made it."""
@@ -331,29 +331,6 @@ def rounds_table(run_dir: str | Path) -> pd.DataFrame:
     return df.astype({c: int for c in counts})
 
 
-def arena_by_round(run_dir: str | Path) -> pd.DataFrame:
-    """The arena tables of every analysed round: the network agents once per round (named
-    "<agent> r<k>"), the agents without a network from the first table that has them."""
-    import pandas as pd
-
-    from drmario.run.agents import NETWORK_KINDS, parse_spec
-
-    frames: list[pd.DataFrame] = []
-    seen: set[str] = set()
-    k = 0
-    while train_dir(run_dir, k).exists():
-        path = analysis_dir(run_dir, k) / "arena.csv"
-        if path.exists():
-            df = pd.read_csv(path)
-            mine = df["agent"].map(lambda name: parse_spec(name)[0] in NETWORK_KINDS)
-            rounds = df[mine].assign(agent=df.loc[mine, "agent"] + f" r{k}")
-            others = df[~mine & ~df["agent"].isin(seen)]
-            seen.update(others["agent"])
-            frames += [others, rounds]
-        k += 1
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def earlier_results(
     run_dir: str | Path, round: int, specs: Sequence[str]
 ) -> tuple[pd.DataFrame, dict[str, list[GameRecord]], list[str]]:
@@ -378,6 +355,6 @@ def earlier_results(
             if parse_spec(spec)[0] in NETWORK_KINDS or name in records or not games.exists():
                 continue
             rows.append(table[table["agent"] == name])
-            records[name] = [GameRecord.from_json(line) for line in games.read_text().splitlines() if line]
+            records[name] = GameRecord.read_file(games)
     remaining = [s for s in specs if agent_name(s) not in records]
     return (pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()), records, remaining

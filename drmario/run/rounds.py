@@ -138,10 +138,6 @@ def best_checkpoint(run_dir: str | Path, before: int) -> Path:
     return checkpoint_path(run_dir, before - 1 if best is None else best)
 
 
-def _records(path: Path) -> list[GameRecord]:
-    return [GameRecord.from_json(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def gate_round(
     run_dir: str | Path, round: int, cfg: GateConfig, *, device: str = "cpu", log: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -173,7 +169,7 @@ def gate_round(
                 f"round {best}'s network was gated with other settings ({against}); "
                 "a paired comparison needs the same gating games: use the same gate settings in a run"
             )
-        result = compare(records, _records(train_dir(run_dir, best) / GATE_GAMES), cfg.alpha, cfg.rule)
+        result = compare(records, GameRecord.read_file(train_dir(run_dir, best) / GATE_GAMES), cfg.alpha, cfg.rule)
         entry.update(result.to_dict())
     write_atomic(folder / GATE_FILE, json.dumps(entry, indent=1) + "\n")
     verdict = "promoted" if entry["promoted"] else "not promoted"

@@ -113,11 +113,6 @@ class SearchResult:
     best: Move  # the move the search plays at temperature 0
     simulations: int  # simulations run (root evaluations not counted)
 
-    @property
-    def root_value(self) -> float:
-        visited = self.visits > 0
-        return float(np.sum(self.value[visited] * self.visits[visited]) / max(self.visits[visited].sum(), 1))
-
     def target_probs(self) -> np.ndarray:
         """float64[n]: the target's probability of each legal move (planes r and r + 2 together
         for a same-colour pill)."""
@@ -126,7 +121,7 @@ class SearchResult:
 
     def kl(self) -> float:
         """KL(target || prior) in nats: how far the search moved from the network's policy (0: the
-        search added nothing; NaN without a network prior)."""
+        search added nothing); without a network, from the uniform prior."""
         target, prior = self.target_probs(), self.prior
         mass = target > 0
         return float(np.sum(target[mass] * np.log(target[mass] / np.maximum(prior[mass], 1e-12))))

@@ -44,10 +44,7 @@ def replay_states(record: GameRecord) -> list[ReplayState]:
     states = []
     for i, move in enumerate(record.moves):
         states.append(ReplayState(game.board, game.pill, move, game.viruses_cleared, total, None))
-        try:
-            game.play(move)
-        except ValueError as e:
-            raise ValueError(f"game record seed={record.seed} level={record.level}: move {i}: {e}") from e
+        record.play_move(game, i)
     outcome = game.outcome.value if game.outcome else None
     capped = outcome is None and bool(record.meta.get("unfinished"))
     pill = None if game.over else game.pill

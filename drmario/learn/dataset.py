@@ -100,7 +100,18 @@ class ExampleSet:
         return len(self.won)
 
     @classmethod
-    def from_dense(cls, cells, pills, won, cleared, duration, moves, game, legal=None, previews=None) -> ExampleSet:
+    def from_dense(
+        cls,
+        cells: np.ndarray,
+        pills: np.ndarray,
+        won: np.ndarray,
+        cleared: np.ndarray,
+        duration: np.ndarray,
+        moves: np.ndarray,
+        game: np.ndarray,
+        legal: np.ndarray | None = None,
+        previews: np.ndarray | None = None,
+    ) -> ExampleSet:
         """Build from dense targets moves: float[N, 4, 8, 16]; legal: bool[N, 4, 8, 16] or None to
         compute it with the engine; previews: uint8[N, 2] or None (unknown)."""
         cells = np.ascontiguousarray(cells, np.uint8).reshape(-1, K.WIDTH, K.HEIGHT)

@@ -80,7 +80,11 @@ def one_ply_planes(cells: np.ndarray, pills: np.ndarray) -> np.ndarray:
 
 
 def planes(
-    cells: np.ndarray, pills: np.ndarray, previews: np.ndarray | None = None, n_planes: int = N_PLANES, dtype=np.float32
+    cells: np.ndarray,
+    pills: np.ndarray,
+    previews: np.ndarray | None = None,
+    n_planes: int = N_PLANES,
+    dtype: type = np.float32,
 ) -> np.ndarray:
     """Expand positions to input planes.
 
@@ -116,7 +120,7 @@ def planes_torch(
     pills: torch.Tensor,
     previews: torch.Tensor | None = None,
     n_planes: int = N_PLANES,
-    dtype=None,
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Torch form of `planes` on the tensors' device (cells uint8[N, 8, 16], pills and previews
     uint8[N, 2]). Returns float[N, n_planes, 8, 16] (dtype defaults to float32); positions stay

@@ -3,10 +3,15 @@ regulariser; every term is logged on its own by the trainer."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from drmario.learn.net import NetConfig, NetOutput
+
+if TYPE_CHECKING:
+    from drmario.learn.dataset import Batch
 
 LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "total")
 COUNT_SCALE = 100.0  # the scale of cleared and duration errors with count_error = "scaled"
@@ -30,7 +35,7 @@ def total_loss(
     return cfg.value_weight * (won + cleared + duration) + moves + reg
 
 
-def loss_terms(out: NetOutput, batch, cfg: NetConfig, net: nn.Module | None = None) -> dict[str, torch.Tensor]:
+def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The design's loss, each term a batch mean (a scalar tensor), plus "reg" and "total".
 
     batch: a `dataset.Batch` (won, cleared, duration float[B], moves float[B, 4, 8, 16]).

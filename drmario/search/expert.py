@@ -364,7 +364,19 @@ def place_quick(board, a, b, r, x, y):
     return v
 
 
-def expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP) -> int:
+def expert_scores(
+    cells: np.ndarray,
+    a: int,
+    b: int,
+    pa: int,
+    pb: int,
+    weights: np.ndarray,
+    moves: np.ndarray,
+    scores: np.ndarray,
+    depth: int = 2,
+    beam: int = DEPTH3_BEAM,
+    keep: int = DEPTH3_KEEP,
+) -> int:
     """Fill moves (int8[>=MAX_MOVES, 3]) with the legal moves of pill (a, b) and scores
     (float64[>=MAX_MOVES]) with their values; depth 2 (or 3) over the preview pill (pa, pb) when
     pa > 0, depth 1 when pa == 0 (depth 3's beam and keep: module docstring). Returns the number of
@@ -373,7 +385,20 @@ def expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth=2, beam=DEP
     return scores_into(_writable(cells), a, b, pa, pb, weights, moves, scores, depth, beam, keep)
 
 
-def score_moves(cells, a, b, pa, pb, weights, moves, n, scores, depth=2, beam=DEPTH3_BEAM, keep=DEPTH3_KEEP) -> None:
+def score_moves(
+    cells: np.ndarray,
+    a: int,
+    b: int,
+    pa: int,
+    pb: int,
+    weights: np.ndarray,
+    moves: np.ndarray,
+    n: int,
+    scores: np.ndarray,
+    depth: int = 2,
+    beam: int = DEPTH3_BEAM,
+    keep: int = DEPTH3_KEEP,
+) -> None:
     """`expert_scores` of the first n rows of moves (legal moves of pill (a, b), given: the NES
     timing's reachable ones, say); the preview's placements stay the timing-free ones."""
     a, b, pa, pb, n, depth, beam, keep = (int(v) for v in (a, b, pa, pb, n, depth, beam, keep))
@@ -572,7 +597,18 @@ def _best_placement(board, a, b, weights, moves, out, scratch, f):
     return best
 
 
-def expert_move(cells, a, b, pa, pb, weights, seed, moves, scores, depth=2) -> int:
+def expert_move(
+    cells: np.ndarray,
+    a: int,
+    b: int,
+    pa: int,
+    pb: int,
+    weights: np.ndarray,
+    seed: int,
+    moves: np.ndarray,
+    scores: np.ndarray,
+    depth: int = 2,
+) -> int:
     """Index into moves of the expert's choice for pill (a, b) with preview (pa, pb) (pa = 0: depth 1);
     -1 when there is no legal move. seed (nonzero) drives the tie-break."""
     n = expert_scores(cells, a, b, pa, pb, weights, moves, scores, depth)

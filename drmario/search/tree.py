@@ -38,7 +38,7 @@ class Tree(NamedTuple):
     """The search trees of G games. D, E, C: capacities of the decision, edge and chance pools."""
 
     # settings, the same for every game
-    uparams: np.ndarray  # float64[4] the utility (`Utility.params`)
+    uparams: np.ndarray  # float64[5] the utility (`Utility.params`)
     probs: np.ndarray  # float64[9] the next pill's probabilities
     stall_limit: int  # 0: no stall rule
     # per game [G]

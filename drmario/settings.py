@@ -362,3 +362,16 @@ def _range_problem(value: Any, meta: Mapping[str, Any]) -> str | None:
             each = "each " if isinstance(value, (list, tuple)) else ""
             return f"{each}" + " and ".join(f"{words[k]} {b}" for k, b in bounds.items())
     return None
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Each leaf where two nested settings dicts differ, as "dotted.key: old -> new" ("<unset>"
+    where one lacks it), in key order."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return out

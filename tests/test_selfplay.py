@@ -70,8 +70,11 @@ def test_interrupted_run_resumes_without_losing_or_duplicating(tmp_path, monkeyp
 
 def test_other_settings_in_the_same_run_directory_are_refused(tmp_path):
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 2}), tmp_path, progress=False)
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match=r"selfplay.json holds other settings \(seed: \d+ -> 4\)"):
         sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 2, "seed": 4}), tmp_path, progress=False)
+    (tmp_path / "selfplay.json").write_text('{"games": 2,')  # cut short
+    with pytest.raises(ValueError, match=r"selfplay.json: cannot read the run's settings \(.*\); use a new run"):
+        sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 2}), tmp_path, progress=False)
 
 
 def test_a_run_begun_before_a_setting_existed_resumes(tmp_path):
@@ -85,7 +88,7 @@ def test_a_run_begun_before_a_setting_existed_resumes(tmp_path):
     sp.generate(cfg, tmp_path, progress=False)  # resumes (nothing left to play)
     stored["search"]["utility"]["no_such_setting"] = 1
     (tmp_path / "selfplay.json").write_text(json.dumps(stored))
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match="cannot read the run's settings .*no_such_setting"):
         sp.generate(cfg, tmp_path, progress=False)
 
 

@@ -40,7 +40,7 @@ from drmario.play.workers import run_pool, run_with_server
 from drmario.search.config import SearchConfig
 from drmario.search.core import Evaluator, Position
 from drmario.search.expert import ExpertSettings, expert_search
-from drmario.settings import Settings, setting
+from drmario.settings import Settings, differences, setting
 
 __all__ = ["SelfPlayConfig", "generate", "play_shard", "read_records", "summary"]
 
@@ -224,13 +224,19 @@ def play_shard(
     return {"games": len(specs), "positions": sum(len(e) for _, e in ordered)}
 
 
-def _same_settings(stored: dict, cfg: SelfPlayConfig) -> bool:
-    """Whether a run's stored settings are cfg's. A setting added to the kit since the run began is
-    absent there and counts as its default, so an interrupted run resumes after an upgrade."""
+def _check_same_settings(path: Path, cfg: SelfPlayConfig) -> None:
+    """ValueError unless the run's stored settings (path) are cfg's, naming each that differs. A
+    setting added to the kit since the run began is absent there and counts as its default, so an
+    interrupted run resumes after an upgrade."""
     try:
-        return SelfPlayConfig.from_dict(stored).to_dict() == cfg.to_dict()
-    except (ValueError, TypeError):  # a setting the kit no longer has, or a value it refuses
-        return False
+        stored = SelfPlayConfig.from_dict(json.loads(path.read_text(encoding="utf-8"))).to_dict()
+    except (OSError, ValueError, TypeError) as e:  # unreadable, or a setting the kit no longer has or refuses
+        raise ValueError(f"{path}: cannot read the run's settings ({e}); use a new run directory") from e
+    changed = differences(stored, cfg.to_dict())
+    if changed:
+        raise ValueError(
+            f"{path} holds other settings ({'; '.join(changed)}): use a new run directory or the same settings"
+        )
 
 
 def generate(
@@ -247,8 +253,7 @@ def generate(
         remove_stray_temp(run_dir)  # files of writers killed mid-write (this run owns the folder now)
         settings = run_dir / "selfplay.json"
         if settings.exists():
-            if not _same_settings(json.loads(settings.read_text()), cfg):
-                raise ValueError(f"{settings} holds other settings; use a new run directory or the same settings")
+            _check_same_settings(settings, cfg)
         else:
             write_atomic(settings, json.dumps(cfg.to_dict(), indent=1) + "\n")
         set_aside_damaged(run_dir, log)

@@ -87,6 +87,7 @@ from drmario.run.rounds import (
     value_games_dir,
     values_dir,
 )
+from drmario.settings import differences
 
 RECORD = "pipeline.json"
 
@@ -257,17 +258,6 @@ def _what_it_makes(section: Any) -> Any:
     return {k: v for k, v in section.items() if k not in HOW_IT_RUNS} if isinstance(section, dict) else section
 
 
-def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
-    return out
-
-
 def _claim(
     run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, steps: Sequence[Step]
 ) -> list[str]:
@@ -295,7 +285,7 @@ def _claim(
             d
             for key in sorted(set(old) | set(settings))
             if key in finished
-            for d in _differences(
+            for d in differences(
                 {key: _what_it_makes(old.get(key, "<unset>"))}, {key: _what_it_makes(settings.get(key, "<unset>"))}
             )
         ]
@@ -304,7 +294,7 @@ def _claim(
                 f"{run_dir} holds another run ({'; '.join(binding)}); use a new run directory "
                 "(e.g. --run-dir runs/<new name>) or the same settings to resume it"
             )
-        accepted = _differences(old, settings)
+        accepted = differences(old, settings)
         rounds = max(rounds, int(previous.get("rounds", 1)))
     elif run_dir.exists() and any(p.name != LOCK_NAME for p in run_dir.iterdir()):
         raise ValueError(f"{run_dir} is not empty and holds no {RECORD}: not a pipeline run; use a new run directory")

@@ -156,3 +156,14 @@ def test_evaluate_command_prints_each_agents_own_interval(tmp_path, capsys):
         row = table.loc[agent]
         line = next(line for line in board.splitlines() if f" {agent} " in line)
         assert f"{int(row.wins)}/{int(row.games)}" in line and f"[{row.ci_low:.1%}, {row.ci_high:.1%}]" in line
+
+
+def test_the_arena_refuses_two_agents_of_one_name_no_games_and_more_games_than_seeds():
+    games = evaluation_games([0], 1)
+    with pytest.raises(ValueError, match=r"agents share the names \['random'\]"):
+        arena([RandomAgent(), GreedyAgent(), RandomAgent()], games, progress=False)
+    with pytest.raises(ValueError, match="no games to play"):
+        arena([RandomAgent()], [], progress=False)
+    with pytest.raises(ValueError, match="top_level_games = 8192"):
+        EvalConfig(top_level_games=8192)
+    assert len(EvalConfig(levels=[20], top_level_games=8191).games()) == 8191

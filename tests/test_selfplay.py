@@ -227,3 +227,13 @@ def test_rescued_stretches_are_the_experts_moves_and_targets(tmp_path):
     assert all((examples[i].moves > 0).sum() > (examples[rescued[0]].moves > 0).sum() for i in others[:5])
     with pytest.raises(ValueError, match="rescue_after = 40"):
         sp.SelfPlayConfig(stall_limit=40, rescue_after=40)
+
+
+def test_shard_names_are_read_by_number_past_six_digits(tmp_path):
+    from drmario.play.shards import shard_first, shard_path
+
+    assert shard_first(shard_path(tmp_path, 12)) == 12
+    assert shard_first(shard_path(tmp_path, 1_000_000)) == 1_000_000
+    assert shard_first(tmp_path / "records" / "shard-1000000.jsonl") == 1_000_000
+    with pytest.raises(ValueError, match="not a shard file name"):
+        shard_first(tmp_path / "shard-x.jsonl.gz")

@@ -420,3 +420,18 @@ def test_expert_plane_dropout_zeroes_only_the_one_ply_planes_of_a_share_of_examp
     with pytest.raises(ValueError, match="expert_plane_dropout: needs net.planes = 28 \\(not 24\\)"):
         TrainConfig(expert_plane_dropout=0.5)
     TrainConfig(expert_plane_dropout=0.5, net=NetConfig(planes=28))
+
+
+def test_step_checkpoints_are_ordered_by_number_past_their_padding(tmp_path):
+    from drmario.learn.checkpoint import prune_steps, step_checkpoints
+
+    for name in ["step-000500.pt", "step-999500.pt", "step-1000000.pt", "step-00001500.pt", "step-x.pt"]:
+        (tmp_path / name).write_bytes(b"")
+    assert [p.name for p in step_checkpoints(tmp_path)] == [
+        "step-1000000.pt",
+        "step-999500.pt",
+        "step-00001500.pt",
+        "step-000500.pt",
+    ]
+    prune_steps(tmp_path, 2)  # the newest two stay
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1000000.pt", "step-999500.pt", "step-x.pt"]

@@ -22,7 +22,7 @@ from numba import njit
 from drmario.engine import kernels as K
 from drmario.engine.level import TRAINING_SEEDS
 from drmario.files import MetricsCSV, write_atomic
-from drmario.learn.checkpoint import CheckpointError, load_file, save_checkpoint
+from drmario.learn.checkpoint import CheckpointError, load_file, prune_steps, save_checkpoint
 from drmario.progress import tqdm
 from drmario.search.core import pill_probs_problems
 from drmario.settings import Settings
@@ -105,13 +105,6 @@ def check_resume(saved: dict, config: dict, path: Path, resumable: set[str]) -> 
         raise CheckpointError(f"checkpoint {path} was made with other settings ({diff}); use another run_dir")
 
 
-def prune(ckpt_dir: Path, keep: int) -> None:
-    """Keep the newest `keep` step-*.pt files (0: all)."""
-    if keep:
-        for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
-            old.unlink()
-
-
 class RunFiles:
     """A baseline run directory: config.json, metrics.csv (floats to 6 digits) and
     checkpoints/{latest,step-N}.pt, with `kind` ("dqn" or "td") written into every checkpoint."""
@@ -144,7 +137,7 @@ class RunFiles:
         more: what resuming needs), keeping `keep` step files (0: all). Returns latest.pt."""
         agent = {"kind": self.kind, **agent}
         save_checkpoint(self.ckpt_dir / f"step-{agent['step']:08d}.pt", agent)
-        prune(self.ckpt_dir, keep)
+        prune_steps(self.ckpt_dir, keep)
         return save_checkpoint(self.latest, agent | more)
 
     def existing(self) -> Path | None:

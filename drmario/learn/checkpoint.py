@@ -119,8 +119,17 @@ def _read_one(path: Path, unverified: bool) -> dict:
 
 
 def step_checkpoints(folder: str | Path) -> list[Path]:
-    """A training run's ``step-*.pt`` checkpoints in folder, newest first."""
-    return sorted(Path(folder).glob("step-*.pt"), reverse=True)
+    """A training run's ``step-N.pt`` checkpoints in folder, newest (highest step) first: by number,
+    as the names grow past their zero padding (step 1,000,000 comes after step 999,500)."""
+    steps = [p for p in Path(folder).glob("step-*.pt") if p.stem.removeprefix("step-").isdigit()]
+    return sorted(steps, key=lambda p: int(p.stem.removeprefix("step-")), reverse=True)
+
+
+def prune_steps(folder: str | Path, keep: int) -> None:
+    """Delete all but the newest `keep` step checkpoints in folder (0: keep all)."""
+    if keep:
+        for old in step_checkpoints(folder)[keep:]:
+            old.unlink()
 
 
 def read_checkpoint(path: str | Path, *, fallback: bool = False, unverified: bool = False) -> dict:

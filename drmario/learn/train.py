@@ -40,7 +40,15 @@ import numpy as np
 import torch
 
 from drmario.files import MetricsCSV, lock_run_dir, write_atomic
-from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_state, read_checkpoint, save_checkpoint
+from drmario.learn.checkpoint import (
+    CheckpointError,
+    checkpoint_config,
+    load_state,
+    prune_steps,
+    read_checkpoint,
+    save_checkpoint,
+    step_checkpoints,
+)
 from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index
 from drmario.learn.device import resolve_device
 from drmario.learn.encode import EXPERT_PLANES, N_PLANES
@@ -300,16 +308,14 @@ def _last_rows(metrics: MetricsCSV) -> tuple[dict[str, float], dict[str, float]]
 def _write_checkpoint(ckpt_dir: Path, state: dict, keep: int) -> Path:
     for name in (f"step-{state['step']:06d}.pt", "latest.pt"):
         save_checkpoint(ckpt_dir / name, state)
-    if keep:
-        for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
-            old.unlink()
+    prune_steps(ckpt_dir, keep)
     return ckpt_dir / "latest.pt"
 
 
 def _resume_from(ckpt_dir: Path) -> tuple[Path, dict] | None:
     """The newest intact checkpoint of a run: latest.pt, or if it is damaged the newest step-*.pt
     that reads and matches its digest (saying which file was skipped and which is used)."""
-    candidates = [ckpt_dir / "latest.pt", *sorted(ckpt_dir.glob("step-*.pt"), reverse=True)]
+    candidates = [ckpt_dir / "latest.pt", *step_checkpoints(ckpt_dir)]
     damaged: list[str] = []
     for path in candidates:
         if not path.exists():

@@ -53,8 +53,11 @@ class EvalConfig(Settings):
     """The evaluation protocol: which games, under which rules."""
 
     levels: list[int] = setting(LADDER, "the levels played (the ladder)", ge=0, le=MAX_LEVEL)
-    games_per_level: int = setting(40, "games at each level but the highest", ge=1, le=8192)
-    top_level_games: int = setting(100, "games at the highest level, where agents differ most", ge=1, le=8192)
+    # at most one game per evaluation seed (8,191) at a level: the games are drawn without repeats
+    games_per_level: int = setting(40, "games at each level but the highest", ge=1, le=len(EVALUATION_SEEDS))
+    top_level_games: int = setting(
+        100, "games at the highest level, where agents differ most", ge=1, le=len(EVALUATION_SEEDS)
+    )
     seed: int = setting(2024, "fixes the evaluation games (drawn from the evaluation seeds)", ge=0)
     max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a failure", ge=1, le=10**5)
     stall_limit: int | None = setting(None, "None: NES rules; N: a stalemate after N pills that clear no virus", ge=1)
@@ -190,6 +193,12 @@ def arena(
 
     cfg = config or EvalConfig()
     games = list(cfg.games() if games is None else games)
+    if not games:
+        raise ValueError("arena: no games to play")
+    names = [agent.name for agent in agents]
+    if len(set(names)) < len(names):  # the records are kept by name: one would replace the other
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"arena: agents share the names {twice}; give each a name of its own")
     records = {}
     for agent in agents:
         # One untimed decision first, so compilation and caches do not count in ms_per_move.

@@ -37,6 +37,20 @@ def shard_path(run_dir: Path, first: int) -> Path:
     return run_dir / SHARDS / f"shard-{first:06d}.jsonl.gz"
 
 
+def shard_first(path: Path) -> int:
+    """The first game of a shard's file (examples, records or sidecar), from its name: its digits,
+    however many (six and more: a run of a million games or more has wider names)."""
+    digits = path.name.split(".")[0].removeprefix("shard-")
+    if not digits.isdigit():
+        raise ValueError(f"{path}: not a shard file name (shard-NNNNNN...)")
+    return int(digits)
+
+
+def _shards(run_dir: Path) -> list[Path]:
+    """run_dir's shard example files in game order (by number: names grow past six digits)."""
+    return sorted((run_dir / SHARDS).glob("shard-*.jsonl.gz"), key=shard_first)
+
+
 def records_path(shard: Path) -> Path:
     return shard.parent.parent / RECORDS / shard.name.replace(".jsonl.gz", ".jsonl")
 
@@ -147,7 +161,7 @@ def _check_shards(run_dir: Path) -> tuple[dict[Path, set[int]], dict[Path, str]]
     intact: dict[Path, set[int]] = {}
     damaged: dict[Path, str] = {}
     owner: dict[int, Path] = {}
-    for shard in sorted((run_dir / SHARDS).glob("shard-*.jsonl.gz")):
+    for shard in _shards(run_dir):
         problem = shard_problem(shard)
         games = _listed_games(shard) if problem is None else []
         twice = [g for g in games if g in owner]
@@ -172,13 +186,13 @@ def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -
         return []
     total = _run_games(run_dir)
     done = set().union(*intact.values())
-    starts = sorted([*intact, *damaged], key=lambda p: p.name)
+    starts = [shard_first(p) for p in [*intact, *damaged]]
     for shard, problem in damaged.items():
         known = set(_recorded_games(shard)) | set(_listed_games(shard))
         if total is not None:
             if not known:  # nothing readable names them: the games from its first up to the next shard's
-                first = int(shard.name[6:12])
-                later = [int(p.name[6:12]) for p in starts if p.name > shard.name]
+                first = shard_first(shard)
+                later = [start for start in starts if start > first]
                 known = set(range(first, min([*later, total])))
             known = {g for g in known if 0 <= g < total}
         games = sorted(known - done)
@@ -198,7 +212,7 @@ def done_games(run_dir: str | Path) -> set[int]:
     """Indices of the games already written in run_dir, from the sidecars of the shards present
     (a shard's data file is renamed into place after its sidecar, so both are complete)."""
     done: set[int] = set()
-    for shard in sorted((Path(run_dir) / SHARDS).glob("shard-*.jsonl.gz")):
+    for shard in _shards(Path(run_dir)):
         done.update(_listed_games(shard))
     return done
 
@@ -223,9 +237,8 @@ def run_problem(run_dir: str | Path) -> str | None:
 def read_records(run_dir: str | Path) -> list[GameRecord]:
     """Every game record written in run_dir, in game order."""
     records = []
-    for path in sorted((Path(run_dir) / RECORDS).glob("shard-*.jsonl")):
-        if not shard_path(Path(run_dir), int(path.name[6:12])).exists():
+    for path in (Path(run_dir) / RECORDS).glob("shard-*.jsonl"):
+        if not shard_path(Path(run_dir), shard_first(path)).exists():
             continue  # an interrupted shard: its examples were never written
-        with open(path) as f:
-            records += [GameRecord.from_json(line) for line in f if line.strip()]
+        records += GameRecord.read_file(path)
     return sorted(records, key=lambda r: r.meta["index"])

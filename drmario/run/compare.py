@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from drmario.files import atomic_file
 from drmario.play.arena import ARENA_COLUMNS, all_levels
 from drmario.run.agents import NETWORK_KINDS, parse_spec
 from drmario.viz.arena_plots import plot_arena, plot_leaderboard
@@ -310,6 +311,7 @@ def save_figures(run_dirs: RunDirs, out_dir: PathLike, dpi: int = 110) -> list[P
     paths = []
     for stem, fig in figures(run_dirs).items():
         path = out / f"{stem}.png"
-        fig.savefig(path, dpi=dpi)
+        with atomic_file(path, "wb") as f:  # a killed run leaves the old picture, not half a new one
+            fig.savefig(f, dpi=dpi, format="png")
         paths.append(path)
     return paths

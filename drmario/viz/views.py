@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from drmario.files import write_atomic
+
 
 class SVGView:
     """One SVG picture that Jupyter shows inline; ``.svg`` is its text."""
@@ -124,8 +126,7 @@ def save_text(path: str | Path, text: str, page: bool = False) -> Path:
     path = Path(path)
     if page or path.suffix.lower() in (".html", ".htm"):
         text = f'<!doctype html>\n<html><head><meta charset="utf-8"></head><body>{text}</body></html>\n'
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_atomic(path, text)
 
 
 def ipywidgets_or_none() -> Any:

@@ -281,7 +281,10 @@ def _convert(value: Any, tp: Any) -> tuple[bool, Any, str]:
         return ok, int(value) if ok else value, "an integer"
     if tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) or _is_np_number(value)
-        ok = ok and math.isfinite(value)
+        try:
+            ok = ok and math.isfinite(value)
+        except OverflowError:  # an int past float's range (10**400) is not a finite float either
+            ok = False
         return ok, float(value) if ok else value, "a finite number"
     if tp is str:
         return isinstance(value, str), value, "a string"

@@ -1004,3 +1004,15 @@ def test_interrupted_at_random_points_the_pipeline_resumes_to_the_same_results(w
     for book in (broken / "notebooks").glob("*.ipynb"):
         assert P.notebook_completed(book)
     assert np.isfinite(pd.read_csv(broken / "train0" / "metrics.csv")["loss"]).all()
+
+
+def test_an_integer_past_floats_range_for_a_float_setting_is_a_settings_problem():
+    from drmario.search.network import PuctSettings
+    from drmario.settings import SettingsError
+
+    # math.isfinite(10**400) raises OverflowError: it must come back as the setting's own problem
+    with pytest.raises(SettingsError, match=r"PuctSettings: c_puct = 1000.*: expected a finite number"):
+        PuctSettings(c_puct=10**400)
+    with pytest.raises(SettingsError, match=r"c_puct = .*: expected a finite number"):
+        PuctSettings.from_dict({"c_puct": -(10**400)})
+    assert PuctSettings(c_puct=10**300).c_puct == 1e300  # a big int inside float's range still converts

@@ -237,3 +237,22 @@ def test_shard_names_are_read_by_number_past_six_digits(tmp_path):
     assert shard_first(tmp_path / "records" / "shard-1000000.jsonl") == 1_000_000
     with pytest.raises(ValueError, match="not a shard file name"):
         shard_first(tmp_path / "shard-x.jsonl.gz")
+
+
+def test_a_damaged_shard_past_game_999999_replays_only_its_own_games(tmp_path):
+    import json
+
+    from drmario.play.shards import set_aside_damaged, shard_path
+
+    # Neither shard has a sidecar or records, so each one's games are guessed from its first game up
+    # to the next shard's first: by name, shard-1000000 sorts before shard-999990 and the guess spans both.
+    (tmp_path / "selfplay.json").write_text(json.dumps({"games": 1_000_010}))
+    for first in (999_990, 1_000_000):
+        path = shard_path(tmp_path, first)
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
+    said: list[str] = []
+    assert set_aside_damaged(tmp_path, said.append) == ["shard-999990.jsonl.gz", "shard-1000000.jsonl.gz"]
+    assert "its 10 game(s) are played again (games 999990..999999;" in said[0]
+    assert "its 10 game(s) are played again (games 1000000..1000009;" in said[1]
+    assert (tmp_path / "examples" / "shard-1000000.jsonl.gz.damaged").exists()

@@ -68,6 +68,8 @@ TARGETS = {
     "place": (R.place, 3),
     "symmetrize": (R.symmetrize, 2),
     "move_index": (R.move_index, 1),
+    "check_pill_mode": (L.check_pill_mode, 1),
+    "check_stall_limit": (G.check_stall_limit, 1),
     "GameRecord.from_dict": (G.GameRecord.from_dict, 1),
     "GameRecord.from_json": (G.GameRecord.from_json, 1),
     "Game": (G.Game, 2),

@@ -14,7 +14,7 @@ from drmario.engine import kernels as K
 from drmario.engine import nes_timing as NT
 from drmario.engine import timing as T
 from drmario.engine.board import Board, FormatError, Move, Pill, as_move, integer, move_values
-from drmario.engine.level import PILL_MODES, Level, PillMode, PillSequence, new_level
+from drmario.engine.level import Level, PillMode, PillSequence, check_pill_mode, new_level
 from drmario.engine.nes_timing import Speed, Timing
 from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
@@ -32,6 +32,14 @@ class Outcome(str, Enum):
         """The training target `won`: -1 for a top out, +1 for a win or a stalemate (the design's
         default; see `examples.won_target` to count stalemates otherwise)."""
         return -1 if self is Outcome.TOPPED_OUT else 1
+
+
+def check_stall_limit(stall_limit: object) -> None:
+    """ValueError unless stall_limit is a positive integer or None (no stalemate rule)."""
+    if stall_limit is not None and (
+        isinstance(stall_limit, bool) or not isinstance(stall_limit, int) or stall_limit < 1
+    ):
+        raise ValueError(f"stall_limit must be a positive integer or null (None), got {stall_limit!r:.80}")
 
 
 @dataclass(frozen=True)
@@ -95,11 +103,8 @@ class GameRecord:
         outcomes = [o.value for o in Outcome]
         if self.outcome is not None and self.outcome not in outcomes:
             raise ValueError(f"outcome must be one of {outcomes} or null, got {self.outcome!r:.80}")
-        if self.pill_mode not in PILL_MODES:
-            raise ValueError(f"pill_mode must be one of {list(PILL_MODES)}, got {self.pill_mode!r:.80}")
-        sl = self.stall_limit
-        if sl is not None and (isinstance(sl, bool) or not isinstance(sl, int) or sl < 1):
-            raise ValueError(f"stall_limit must be a positive integer or null, got {sl!r:.80}")
+        check_pill_mode(self.pill_mode)
+        check_stall_limit(self.stall_limit)
         if self.timing == "free":
             if self.speed is not None:
                 raise ValueError(f"speed {self.speed!r:.80} given under free timing")
@@ -208,14 +213,10 @@ class Game:
         speed: Speed = "med",
         _level: Level | None = None,
     ) -> None:
-        if stall_limit is not None and (
-            isinstance(stall_limit, bool) or not isinstance(stall_limit, int) or stall_limit < 1
-        ):
-            raise ValueError(f"stall_limit must be a positive integer or None, got {stall_limit!r}")
+        check_stall_limit(stall_limit)
         if isinstance(seed, (bool, np.bool_)) or isinstance(level, (bool, np.bool_)):
             raise ValueError(f"seed and level must be integers, got seed={seed!r}, level={level!r}")
-        if not isinstance(pill_mode, str):
-            raise ValueError(f"pill_mode must be 'nes' or 'iid', got {pill_mode!r:.80}")
+        check_pill_mode(pill_mode)
         NT.check_timing(timing, speed)
         self.start = _level if _level is not None else new_level(seed, level)
         self.pill_mode = pill_mode

@@ -110,6 +110,12 @@ def viruses_only(seed: int, level: int) -> Board:
     return Board._wrap(cells)
 
 
+def check_pill_mode(mode: object) -> None:
+    """ValueError unless mode is one of `PILL_MODES`."""
+    if not isinstance(mode, str) or mode not in PILL_MODES:
+        raise ValueError(f"pill_mode must be one of {list(PILL_MODES)}, got {mode!r:.80}: an unknown pill mode")
+
+
 class PillSequence:
     """The pills of one game: the NES list of a level repeating every 128, or i.i.d. uniform pills.
 
@@ -120,8 +126,7 @@ class PillSequence:
     _BLOCK = 256
 
     def __init__(self, mode: PillMode, level: Level) -> None:
-        if not isinstance(mode, str) or mode not in PILL_MODES:
-            raise ValueError(f"pill mode must be one of {PILL_MODES}, got {mode!r}")
+        check_pill_mode(mode)
         self.mode = mode
         if mode == "nes":
             self._array = level.pill_array

@@ -169,19 +169,22 @@ def _planes_gather(
 TRIPLE_OK, NOT_INTEGER, OFF_BOARD, BAD_PROBABILITY, DUPLICATE = 0, 1, 2, 3, 4
 
 
-def plain_numbers(values: list) -> bool:
-    """Whether every value is a Python int or float, as JSON numbers parse (a bool is its own type:
-    numpy would read true as 1; a nested list would make numpy raise)."""
-    return set(map(type, values)) <= {int, float}
+def plain_numbers(values: list) -> np.ndarray | None:
+    """float64[n] of values if every one is a Python int or float within int64, as JSON numbers
+    parse; else None (the caller finds the culprit). A bool is its own type (numpy would read true
+    as 1), and a nested list would make numpy raise."""
+    if not set(map(type, values)) <= {int, float}:
+        return None
+    array = np.array(values) if values else np.zeros(0)
+    return array.astype(np.float64) if array.dtype.kind in "iuf" else None  # (past int64: an object array)
 
 
 def numeric_values(values: list, r: int) -> np.ndarray:
     """A flat JSON list of numbers as float64[n]; ValueError naming the first value that is not a
     number (a string, a list, null, a boolean). ``r`` is the rotation the list belongs to."""
-    if plain_numbers(values):
-        array = np.array(values) if values else np.zeros(0)
-        if array.dtype.kind in "iuf":  # (an int beyond int64 makes an object array: checked below)
-            return array.astype(np.float64)
+    array = plain_numbers(values)
+    if array is not None:
+        return array
     for i, v in enumerate(values):  # error path only: find the culprit
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise ValueError(f"moves[{r}] triple {i // 3}: {v!r} is not a number")

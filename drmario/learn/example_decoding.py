@@ -269,10 +269,9 @@ def _cells_from_strings(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _numeric_rows(values: list, counts: np.ndarray, verdict: _Verdict) -> np.ndarray:
     """All move values as float64; rows holding a non-number are rejected and zero-filled."""
-    if plain_numbers(values):
-        array = np.array(values) if values else np.zeros(0)
-        if array.dtype.kind in "iuf":
-            return array.astype(np.float64)
+    array = plain_numbers(values)
+    if array is not None:
+        return array
     out = np.zeros(len(values), np.float64)  # error path: find the rows at fault
     flat = counts.ravel()
     ends = np.cumsum(flat)

@@ -82,11 +82,18 @@ def test_load_files_with_sidecars(folder, game_sets):
 
 def test_split_by_game_leaves_no_game_on_both_sides(folder):
     es = load_examples(folder, progress=False)
+    n_games = len(np.unique(es.game))
+    assert n_games >= 4
+    test_sets = set()
     for seed in range(5):
         train, test = es.split_by_game(0.25, seed)
         assert len(train) + len(test) == len(es) and len(test) > 0
         assert not set(train.game.tolist()) & set(test.game.tolist())
         assert sorted(np.concatenate([train.game, test.game]).tolist()) == sorted(es.game.tolist())
+        assert len(np.unique(test.game)) == round(0.25 * n_games)  # the fraction is of games
+        test_sets.add(tuple(np.unique(test.game)))
+        assert np.array_equal(es.split_by_game(0.25, seed)[1].game, test.game)  # the seed decides
+    assert len(test_sets) > 1  # ... and other seeds choose other games
 
 
 def test_games_inferred_without_sidecar(folder):
@@ -247,10 +254,13 @@ def test_augment_gives_six_colourings_per_example(folder):
     aug = load_examples(folder, progress=False, augment=True)
     n = len(es)
     assert len(aug) == 6 * n and np.array_equal(aug.game, np.tile(es.game, 6))
+    assert (es.previews > 0).all() and len(np.unique(es.pills)) == 3  # every colour to rename
     for k, perm in enumerate(COLOUR_PERMUTATIONS):
         block = aug.subset(np.arange(k * n, (k + 1) * n))
         assert np.array_equal(block.cells, colour_table(perm)[es.cells])
         assert np.array_equal(block.legal_bits, es.legal_bits) and np.array_equal(block.move_prob, es.move_prob)
+        rename = np.array([0, *perm], np.uint8)  # the pill in hand and the preview renamed as the board is
+        assert np.array_equal(block.pills, rename[es.pills]) and np.array_equal(block.previews, rename[es.previews])
         # the engine agrees that the legal moves did not change
         for i in range(0, n, 17):
             board, pill = dm.Board(block.cells[i]), dm.Pill(dm.Colour(block.pills[i, 0]), dm.Colour(block.pills[i, 1]))

@@ -70,11 +70,12 @@ def test_game_examples_validate_and_count_down(games):
         n = len(record.moves)
         assert len(examples) == n > 0
         assert [ex.duration for ex in examples] == list(range(n, 0, -1))
-        cleared = [ex.cleared for ex in examples]
-        assert cleared[0] == record.viruses_cleared and cleared == sorted(cleared, reverse=True)
+        cleared = [ex.cleared for ex in examples] + [0]
+        assert cleared[0] == record.viruses_cleared
         assert all(ex.won == won_target(record.outcome) for ex in examples)
-        for (game, move, _), ex in zip(record.steps(), examples):
-            assert ex.board == game.board and ex.pill == game.pill
+        for i, ((game, move, result), ex) in enumerate(zip(record.steps(), examples)):
+            assert ex.board == game.board and ex.pill == game.pill and ex.preview == game.next_pill
+            assert cleared[i] - cleared[i + 1] == result.viruses_cleared  # the decision's own clears included
             legal = dm.legal_mask(ex.board, ex.pill)
             assert abs(float(ex.moves.sum()) - 1) < 1e-5
             assert (ex.moves[~legal] == 0).all() and (ex.moves[legal] > 0).all()
@@ -419,6 +420,8 @@ def test_augmentation_keeps_positions_legal(all_examples):
             p = permute_colours(ex, perm)
             assert p.board.virus_count == ex.board.virus_count
             assert p.pill.same_colour == ex.pill.same_colour
+            for renamed, pill in ((p.pill, ex.pill), (p.preview, ex.preview)):
+                assert renamed == dm.Pill(dm.Colour(perm[pill.left - 1]), dm.Colour(perm[pill.right - 1]))
             assert np.array_equal(dm.legal_mask(p.board, p.pill), legal)
             assert set(dm.legal_moves(p.board, p.pill)) == set(dm.legal_moves(ex.board, ex.pill))
             assert np.array_equal(p.moves, ex.moves)

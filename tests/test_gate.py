@@ -56,6 +56,11 @@ def test_exact_tests():
     assert sign_flip_p(rng.normal(-1.0, 0.5, 40)) > 0.99  # clearly less
     low, high = bootstrap_interval(np.full(10, 2.5))
     assert low == high == 2.5
+    # the mean of 400 draws of sd 1: a 95% interval about 2 * 1.96 / sqrt(400) = 0.196 wide, around the mean
+    values = rng.normal(0.3, 1.0, 400)
+    low, high = bootstrap_interval(values)
+    assert low < values.mean() < high and 0.17 < high - low < 0.22
+    assert bootstrap_interval(values) == (low, high) and bootstrap_interval(values, seed=1) != (low, high)
     assert np.isnan(bootstrap_interval(np.array([]))[0])
 
 

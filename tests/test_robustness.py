@@ -688,21 +688,31 @@ def tiny_checkpoints(folder: Path) -> dict[str, Any]:
 def test_a_damaged_latest_checkpoint_falls_back_to_its_newest_intact_step_when_loaded(tmp_path):
     import torch
 
-    from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint
+    from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint, save_checkpoint
+    from drmario.learn.net import DrMarioNet, NetConfig
     from drmario.run.agents import make_agent
 
     weights = tiny_checkpoints(tmp_path / "checkpoints")
+    older = DrMarioNet(NetConfig(filters=4, blocks=0))  # an intact older step with other weights
+    save_checkpoint(
+        tmp_path / "checkpoints" / "step-000002.pt",
+        {"net_config": older.cfg.to_dict(), "model": older.state_dict(), "step": 2},
+    )
     latest = tmp_path / "checkpoints" / "latest.pt"
     data = latest.read_bytes()
     latest.write_bytes(data[: len(data) // 2])
     with pytest.warns(UserWarning, match=r"latest\.pt cannot be read.*using .*step-000005\.pt instead"):
         net = load_net(latest)
-    assert all(torch.equal(net.state_dict()[k], v) for k, v in weights.items())
+    assert all(torch.equal(net.state_dict()[k], v) for k, v in weights.items())  # the newest, not step 2
     with pytest.warns(UserWarning, match="step-000005.pt instead"):
         make_agent("policy", network=latest)  # what 03's arena and 04's self-play do with the best network
     with pytest.raises(CheckpointError, match="cannot be read"):
         read_checkpoint(latest)  # asked for that file alone: no fallback
     (tmp_path / "checkpoints" / "step-000005.pt").write_bytes(b"damaged too")
+    with pytest.warns(UserWarning, match=r"(?s)step-000005\.pt cannot be read.*using .*step-000002\.pt instead"):
+        net = load_net(latest)
+    assert all(torch.equal(net.state_dict()[k], v) for k, v in older.state_dict().items())
+    (tmp_path / "checkpoints" / "step-000002.pt").write_bytes(b"damaged as well")
     with pytest.raises(CheckpointError, match=r"no intact checkpoint in .*latest\.pt cannot be read.*step-000005\.pt"):
         load_net(latest)
 

@@ -321,14 +321,15 @@ def test_a_changed_weight_is_caught_by_the_digest(tmp_path):
 
 
 def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, examples):
-    cfg = tiny(steps=20, checkpoint_every=10, eval_every=10)
+    cfg = tiny(steps=30, checkpoint_every=10, eval_every=10)
     train(cfg, tmp_path, examples)
     latest = tmp_path / "checkpoints" / "latest.pt"
     latest.write_bytes(latest.read_bytes()[: latest.stat().st_size // 2])  # cut by a crash or a full disk
-    (tmp_path / "checkpoints" / "step-000020.pt").unlink()
-    with pytest.warns(UserWarning, match=r"latest\.pt cannot be read.*resuming from .*step-000010\.pt instead"):
-        result = train(cfg.replace(steps=30), tmp_path, examples)
-    assert result.step == 30 and result.stopped is None
+    (tmp_path / "checkpoints" / "step-000030.pt").unlink()
+    # steps 10 and 20 are intact: the newer one
+    with pytest.warns(UserWarning, match=r"latest\.pt cannot be read.*resuming from .*step-000020\.pt instead"):
+        result = train(cfg.replace(steps=40), tmp_path, examples)
+    assert result.step == 40 and result.stopped is None
     with open(tmp_path / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows if r["split"] == "train"] == sorted(

@@ -3,7 +3,9 @@
 position counted from the layers and, on a GPU, the share of its dense bf16 peak reached. Run:
 `python bench/net.py` (it uses CUDA when there is a GPU: bf16, batch sizes 256/1024/4096; `--compile`
 adds torch.compile; `--cpu-bf16` trains under CPU bf16 autocast, written as net-bf16; channels_last,
-as the kit runs, unless `--no-channels-last`, written with -nchw, which times no `player` figure).
+as the kit runs, unless `--no-channels-last`, written with -nchw, which times no `player` figure;
+`--sizes` other than all three add their names, e.g. net-small-apprentice, so that a partial run does
+not replace a whole one).
 
 Inference is timed twice: the network alone on planes already on the device (`infer`), and
 `Player.evaluate` from numpy positions to numpy outputs, transfers included (`player`). Training
@@ -198,8 +200,9 @@ def main() -> None:
         targets[f"design_infer_b{b}_positions_per_s"] = 60_000
         if peak:
             targets[f"design_train_b{b}_bf16_peak_fraction"] = 0.4
+    sizes = "" if sorted(args.sizes) == sorted(SIZES) else "-" + "-".join(args.sizes)
     report(
-        ("net-bf16" if args.cpu_bf16 and not cuda else "net") + ("" if channels_last else "-nchw"),
+        ("net-bf16" if args.cpu_bf16 and not cuda else "net") + sizes + ("" if channels_last else "-nchw"),
         {
             "device": str(device),
             "inference_dtype": "bfloat16" if cuda else "float32",

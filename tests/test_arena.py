@@ -10,6 +10,7 @@ from drmario.play.agents import GreedyAgent, PolicyAgent, RandomAgent, SearchAge
 from drmario.play.arena import (
     ARENA_COLUMNS,
     EvalConfig,
+    all_levels,
     arena,
     evaluation_games,
     load_games,
@@ -167,3 +168,19 @@ def test_the_arena_refuses_two_agents_of_one_name_no_games_and_more_games_than_s
     with pytest.raises(ValueError, match="top_level_games = 8192"):
         EvalConfig(top_level_games=8192)
     assert len(EvalConfig(levels=[20], top_level_games=8191).games()) == 8191
+
+
+def test_all_levels_weighs_each_level_by_its_games():
+    table = pd.DataFrame(
+        [
+            {"agent": "a", "level": 0, "games": 10, "wins": 2, "cleared_fraction": 0.2},
+            {"agent": "a", "level": 20, "games": 30, "wins": 18, "cleared_fraction": 0.6},
+            {"agent": "b", "level": 20, "games": 5, "wins": 5, "cleared_fraction": 1.0},
+        ]
+    )
+    out = all_levels(table).set_index("agent")
+    assert out.loc["a", "games"] == 40 and out.loc["a", "wins"] == 20 and out.loc["a", "win_rate"] == 0.5
+    assert out.loc["a", "cleared_fraction"] == pytest.approx(0.5)  # (10 * 0.2 + 30 * 0.6) / 40, not 0.4
+    low, high = wilson(np.array([20]), np.array([40]))
+    assert (out.loc["a", "ci_low"], out.loc["a", "ci_high"]) == pytest.approx((low[0], high[0]))
+    assert list(out.index) == ["a", "b"] and out.loc["b", "cleared_fraction"] == 1.0

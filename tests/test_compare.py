@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from drmario.files import file_sha256
 from drmario.play.arena import ARENA_COLUMNS, wilson
 from drmario.run import compare
 from drmario.run.cli import main
@@ -211,13 +212,15 @@ def test_rounds_table_names_agents_by_spec_and_baselines_round_minus_one(runs):
 
 
 def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
-    from drmario.learn.checkpoint import load_net, save_net
+    from drmario.learn.checkpoint import load_net, save_checkpoint
     from drmario.learn.net import DrMarioNet, NetConfig
     from drmario.run import export
 
     run = runs[0]
     for k in (0, 1):  # round 1 has the better arena results (net-mcts-16: 15 wins against 7)
-        save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), run / f"train{k}" / "checkpoints" / "latest.pt")
+        net = DrMarioNet(NetConfig(filters=8, blocks=1))  # as training leaves it: with its step
+        state = {"net_config": net.cfg.to_dict(), "model": net.state_dict(), "step": 80}
+        save_checkpoint(run / f"train{k}" / "checkpoints" / "latest.pt", state)
     assert export.shipped_round(run) == 1
     init = run.resolve() / "train0" / "checkpoints" / "latest.pt"  # as the pipeline writes it: absolute
     (run / "train1" / "config.json").write_text(json.dumps({"init": str(init), "steps": 80}))
@@ -227,6 +230,9 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     assert card["run"]["round"] == 1 and card["net"]["filters"] == 8
     assert card["train"] == {"init": "train0/checkpoints/latest.pt", "steps": 80}  # no path of this machine
     assert {r["agent"] for r in card["arena"]} >= {"policy", "net-mcts-16"}
+    assert sum(r["wins"] for r in card["arena"] if r["agent"] == "net-mcts-16") == 15  # round 1's arena, not 0's
+    shipped, trained = tmp_path / "nets" / "mine.pt", run / "train1" / "checkpoints" / "latest.pt"
+    assert card["sha256"] == file_sha256(shipped) != file_sha256(trained)  # of the file shipped (weights only)
     assert {(r["agent"], r["round"]) for r in card["rounds"]} >= {("net-mcts-16", 0), ("net-mcts-16", 1)}
     assert load_net(tmp_path / "nets" / "mine.pt").cfg.filters == 8
     with pytest.raises(FileNotFoundError, match="no card"):
@@ -239,6 +245,8 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     assert export.shipped_round(run) == 0
     main(["export", str(run), "--out", str(tmp_path / "nets" / "gated.pt")])
     assert [g["promoted"] for g in export.read_card(tmp_path / "nets" / "gated.pt")["gates"]] == [True, False]
+    gated_arena = export.read_card(tmp_path / "nets" / "gated.pt")["arena"]
+    assert sum(r["wins"] for r in gated_arena if r["agent"] == "net-mcts-16") == 7  # round 0's
     assert export.read_card(tmp_path / "nets" / "gated.pt")["values_refit"] is None
 
 

@@ -16,6 +16,7 @@ from drmario.files import atomic_file, temp_path, write_atomic
 from drmario.learn.example_decoding import SUM_TOLERANCE, decode_rows
 from drmario.learn.example_files import (
     ERRORS_KEPT,
+    decode_file,
     read_examples,
     read_sidecar,
     sidecar_path,
@@ -241,6 +242,18 @@ def test_illegal_and_asymmetric_moves_are_rejected(all_examples):
     Example(same.board, same.pill, same.won, same.cleared, same.duration, moves).validate()
 
 
+@pytest.mark.parametrize("field", [3, 4])  # cleared, duration: int16 in the compact set
+def test_counts_past_int16_are_refused_by_name(all_examples, field):
+    name = "cleared" if field == 3 else "duration"
+    good = valid_row(all_examples)
+    at_limit, past = list(good), list(good)
+    at_limit[field], past[field] = 32767, 32768
+    decoded, errors = decode_rows([good, past, at_limit])
+    assert len(decoded) == 2 and list(errors) == [1]
+    assert errors[1] == f"{name} must be an integer in 0..32767, got 32768"
+    assert getattr(decoded, name).tolist()[1] == 32767
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
@@ -380,6 +393,13 @@ def test_malformed_lines_reported_with_file_and_line(tmp_path, all_examples, suf
         assert text.startswith(f"{path}:{line}: ")
         assert re.search(bad_lines[line], text), (text, bad_lines[line])
     assert "on_error='skip'" in str(report) and f"{len(bad_lines)} bad lines skipped" in str(report)
+    # read in chunks of 5 lines, as a large file is read in chunks of 4,096: the same lines named
+    whole, _ = decode_file(path, "skip")
+    chunked, chunked_report = decode_file(path, "skip", chunk_lines=5)
+    assert chunked_report.error_lines == report.error_lines and chunked_report.errors == report.errors
+    assert np.array_equal(chunked.index, whole.index)
+    with pytest.raises(ExampleError, match=f"^{path}:{first}: "):
+        decode_file(path, chunk_lines=5)
 
 
 def test_truncated_gzip_is_not_silently_short(tmp_path, all_examples):

@@ -16,6 +16,7 @@ from drmario.run.rounds import (
     clear_stale_refit,
     gate_round,
     in_run,
+    ppv_interval,
     round_of,
     train_dir,
     values_dir,
@@ -216,3 +217,17 @@ def test_a_round_is_compared_on_the_same_games_whatever_the_rule(tmp_path):
     assert second["against"] == 0 and second["config"]["rule"] == "wins-first" and second["games"] == 2
     with pytest.raises(ValueError, match="the same gating games"):
         gate_round(tmp_path, 2, cfg.replace(games_per_level=3), log=lambda _: None)
+
+
+def test_ppv_interval_is_the_95_percent_bootstrap_of_pills_over_viruses():
+    pills = np.random.default_rng(3).normal(40, 8, 400).round()
+    records = [
+        GameRecord(seed=8 * (i + 1), level=20, moves=(), outcome="won", viruses_cleared=20, pills_used=int(p))
+        for i, p in enumerate(pills)
+    ]
+    low, high = ppv_interval(records)
+    # per game 2.0 pills per virus with sd 0.4: a 95% interval about 2 * 1.96 * 0.4 / sqrt(400) = 0.078 wide
+    assert low < pills.sum() / (20 * 400) < high and 0.068 < high - low < 0.089
+    assert ppv_interval(records) == (low, high) and ppv_interval(records, seed=1) != (low, high)
+    nothing_cleared = GameRecord(seed=8, level=20, moves=(), outcome="topped_out", viruses_cleared=0, pills_used=3)
+    assert np.isnan(ppv_interval([])[0]) and np.isnan(ppv_interval([nothing_cleared])[0])

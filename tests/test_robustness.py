@@ -1026,3 +1026,16 @@ def test_an_integer_past_floats_range_for_a_float_setting_is_a_settings_problem(
     with pytest.raises(SettingsError, match=r"c_puct = .*: expected a finite number"):
         PuctSettings.from_dict({"c_puct": -(10**400)})
     assert PuctSettings(c_puct=10**300).c_puct == 1e300  # a big int inside float's range still converts
+
+
+def test_a_bool_is_not_a_number_for_an_integer_or_float_setting():
+    from drmario.play.selfplay import SelfPlayConfig
+    from drmario.search.network import PuctSettings
+    from drmario.settings import SettingsError
+
+    # True == 1 in Python: `games: true` in a YAML file must not mean one game
+    with pytest.raises(SettingsError, match=r"games = True: expected an integer"):
+        SelfPlayConfig(games=True)
+    with pytest.raises(SettingsError, match=r"c_puct = False: expected a finite number"):
+        PuctSettings.from_dict({"c_puct": False})
+    assert SelfPlayConfig(games=np.int64(3)).games == 3 and type(SelfPlayConfig(games=np.int64(3)).games) is int

@@ -256,3 +256,14 @@ def test_a_damaged_shard_past_game_999999_replays_only_its_own_games(tmp_path):
     assert "its 10 game(s) are played again (games 999990..999999;" in said[0]
     assert "its 10 game(s) are played again (games 1000000..1000009;" in said[1]
     assert (tmp_path / "examples" / "shard-1000000.jsonl.gz.damaged").exists()
+
+
+def test_game_specs_cycle_the_levels_and_draw_each_games_seed_from_the_run_seed_and_its_number():
+    specs = sp.SelfPlayConfig(seed=3, games=2000, levels=[0, 4, 20]).game_specs()
+    assert [s.level for s in specs[:7]] == [0, 4, 20, 0, 4, 20, 0]
+    assert [s.number for s in specs] == list(range(2000))
+    # independent draws among 49,151 self-play seeds: about 40 of 2,000 repeat an earlier one
+    assert 1900 < len({s.seed for s in specs}) < 2000
+    assert specs[:5] == sp.SelfPlayConfig(seed=3, games=5, levels=[0, 4, 20]).game_specs()  # a prefix of the run
+    other = sp.SelfPlayConfig(seed=4, games=5, levels=[0, 4, 20]).game_specs()
+    assert {s.seed for s in specs[:5]}.isdisjoint(s.seed for s in other)  # another run seed, other games

@@ -297,7 +297,7 @@ def test_arena_under_nes_timing():
     assert row["wins"] >= 1
     frames = sorted(r.frames for r in records["expert"] if r.outcome == "won")
     assert row["frames_median"] == pytest.approx(np.median(frames))
-    assert frames[0] <= row["frames_p90"] <= frames[-1]
+    assert row["frames_p90"] == pytest.approx(np.quantile(frames, 0.9))  # pandas and numpy both interpolate linearly
     for record in records["expert"]:
         assert (record.timing, record.speed) == ("nes", "hi")
         assert record.replay().frames == record.frames

@@ -345,6 +345,15 @@ def test_plot_calibration():
         viz.plot_calibration([1, 2], [1], "won")
 
 
+def test_calibration_bins_hold_the_mean_prediction_and_the_mean_outcome():
+    from drmario.viz.plots import _binned_means
+
+    p, actual = np.array([0.0, 0.1, 0.9, 1.0]), np.array([1.0, -1.0, 0.0, 0.0])
+    counts, mean_p, mean_a, se = _binned_means(p, actual, np.array([0.0, 0.5, 1.0]))
+    assert counts.tolist() == [2, 2] and mean_p == pytest.approx([0.05, 0.95]) and mean_a == pytest.approx([0, 0])
+    assert se == pytest.approx([np.sqrt(2 / 2) / np.sqrt(2), 0])  # sd of (1, -1) over sqrt(2)
+
+
 def test_import_stays_light():
     code = (
         "import sys, drmario, drmario.viz; print(sorted(m for m in ('matplotlib', 'ipywidgets') if m in sys.modules))"

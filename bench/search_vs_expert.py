@@ -3,7 +3,8 @@ search's pills go.
 
 Plays the expert, the network alone (``policy``) and the network with search (``net-mcts-N``, and
 optionally variants of its utility or PUCT settings, no retraining, and with --against the same
-search and network-alone agents with other networks; with --alone the networks alone only) on the
+search and network-alone agents with other networks; with --alone the networks alone only; with
+--colour-average also the network alone with its outputs averaged over the 6 colour renamings) on the
 same games at one level: by
 default the rounds bench's 100 evaluation games (`EvalConfig` with its seed 2024: NES rules, the
 2,000-pill cap counting as a failure); with ``--tuning`` as many games drawn from the training seeds
@@ -36,7 +37,7 @@ from drmario.engine.game import GameRecord
 from drmario.engine.level import TRAINING_SEEDS, is_evaluation_seed, virus_count
 from drmario.engine.rules import MOVES_SHAPE
 from drmario.files import write_atomic
-from drmario.play.agents import Agent, SearchAgent
+from drmario.play.agents import Agent, PolicyAgent, SearchAgent
 from drmario.play.arena import EvalConfig, arena, wilson
 from drmario.play.gate import compare
 from drmario.play.lockstep import GameSpec
@@ -160,6 +161,11 @@ def main() -> None:
         help="the same search, and the network alone if policy is in --others, with another network (paired with "
         "the default network's)",
     )
+    parser.add_argument(
+        "--colour-average",
+        action="store_true",
+        help="also the default network alone with its outputs averaged over the 6 colour renamings (policy x6)",
+    )
     parser.add_argument("--no-default", action="store_true", help="play only the variants, not the default search")
     parser.add_argument(
         "--alone", action="store_true", help="no search: the default network and --against's alone (with --others)"
@@ -204,6 +210,10 @@ def main() -> None:
 
         short = ShortHorizon(args.short_horizon, args.short_rate)
         agents.append(SearchAgent(base.config, short, name=f"{base.name} short-horizon r{args.short_rate:g}"))
+    if args.colour_average:
+        from value_ranking import ColourAveraged
+
+        agents.append(PolicyAgent(ColourAveraged(base.evaluator), name="policy x6"))
     for text in args.against:
         label, _, checkpoint = text.partition("=")
         kinds = [*([] if args.alone else [args.search]), *(["policy"] if "policy" in others or args.alone else [])]

@@ -195,6 +195,15 @@ def test_features_of_a_hand_built_board():
     assert got["viruses_red"] == pytest.approx(0.1) and got["viruses"] == pytest.approx(2 / 30)
     assert got["virus_run3_v"] == pytest.approx(0.25) and got["virus_run2_v"] == 0
     assert got["pairs_v"] == pytest.approx(2 / 16) and got["holes"] == 0 and got["pill_cells"] == pytest.approx(2 / 32)
+    assert got["buried"] == 0 and got["pairs_h"] == 0 and got["spawn_area"] == 0  # a virus under its own colour
+    # a buried blue virus beside another, a horizontal run, a yellow half up in the spawn area
+    cells = board({(3, 0): virus(K.BLUE), (4, 0): virus(K.BLUE), (3, 1): half(K.RED), (2, 13): half(K.YELLOW)})
+    board_features(cells[None], f)
+    got = dict(zip(FEATURES, f[0].tolist()))
+    want = {"buried": 1 / 10, "pairs_h": 1 / 16, "pairs_v": 0, "virus_run2_h": 1 / 4, "virus_run3_h": 0}
+    want |= {"spawn_area": 1 / 16, "max_height": 14 / 16, "holes": 13 / 32, "viruses_blue": 2 / 10}
+    want |= {"viruses_red": 0, "viruses_yellow": 0, "viruses": 2 / 30, "pill_cells": 2 / 32, "virus_run2_v": 0}
+    assert {k: got[k] for k in want} == pytest.approx(want)
 
 
 @pytest.mark.parametrize("value", ["share", "win"])

@@ -301,3 +301,18 @@ def test_a_true_or_false_flag_alone_means_true():
     assert cli.settings_from(TrainConfig, parser.parse_args(["--augment", "false", "--steps", "5"])).augment is False
     with pytest.raises(SettingsError, match="cpu_bf16 = 'yes please'"):
         cli.settings_from(TrainConfig, parser.parse_args(["--cpu-bf16", "yes please"]))
+
+
+def test_settings_come_from_the_config_then_the_flags_then_set_later_ones_winning(tmp_path):
+    import argparse
+
+    from drmario.play.selfplay import SelfPlayConfig
+
+    config = tmp_path / "selfplay.yaml"
+    config.write_text("games: 3\nseed: 9\nlevels: [4]\nsearch:\n  simulations: 12\n")
+    flags = {cli.SETTING + "games": 5, cli.SETTING + "search.simulations": 20}  # as the derived flags leave them
+    args = argparse.Namespace(config=str(config), set=["games=7"], **flags)
+    cfg = cli.settings_from(SelfPlayConfig, args)
+    assert (cfg.games, cfg.seed, cfg.levels, cfg.search.simulations) == (7, 9, [4], 20)  # --set > flag > config
+    assert cli.settings_from(SelfPlayConfig, argparse.Namespace(config=str(config), set=[])).games == 3
+    assert cli.settings_from(SelfPlayConfig, args, games=11).games == 11  # what the command fixes

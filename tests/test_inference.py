@@ -9,7 +9,7 @@ from drmario.learn.checkpoint import save_net
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player
 from drmario.play.agents import SearchAgent
-from drmario.play.inference import BatchedInference, InferenceServer, RemoteEvaluator, Ticket
+from drmario.play.inference import BatchedInference, InferenceServer, InferenceStats, RemoteEvaluator, Ticket
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.selfplay import SelfPlayConfig, generate, read_records
 from drmario.search import RolloutEvaluator, SearchConfig
@@ -155,3 +155,14 @@ def test_rounds_table_has_a_kl_for_network_rounds_and_none_for_round_zero(tmp_pa
     table = selfplay_rounds_table(tmp_path / "run")
     assert list(table.index) == [0, 1, 2] and table.loc[1, "games"] == 2
     assert np.isnan(table.loc[0, "search_kl"]) and table.loc[1, "search_kl"] > 0 and np.isnan(table.loc[2, "search_kl"])
+
+
+def test_inference_stats_count_padding_and_bin_batch_sizes_by_their_lower_edge():
+    stats = InferenceStats()
+    for n, padded in ((300, 512), (64, 64), (63, 64), (0, 0)):
+        stats.add(n, padded, 0.1)
+    row = stats.row()
+    assert row["padding"] == round(1 - 427 / 640, 4) and row["positions"] == 427 and row["batches"] == 4
+    assert (row["batches_0_64"], row["batches_64_128"], row["batches_256_512"]) == (2, 1, 1)  # 64 is [64, 128)
+    stats.reset()
+    assert stats.row()["batches"] == 0 and stats.row()["padding"] == 0

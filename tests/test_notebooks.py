@@ -114,8 +114,13 @@ def test_overrides_are_typed_and_dotted():
     profile = P.apply_overrides({"name": "x"}, ["train.steps=500", "02_train.lr=1e-3", "analysis.levels=[0, 4]"])
     assert profile == {"name": "x", "train": {"steps": 500, "lr": 0.001}, "analysis": {"levels": [0, 4]}}
     assert P.apply_overrides(profile, ["name=demo"])["name"] == "demo"
-    for bad in ("steps=5", "train.steps", "nosuch.steps=1"):
-        with pytest.raises(ValueError):
+    for bad, why in (
+        ("steps=5", "expected SECTION.PARAMETER=VALUE"),
+        ("train.=5", "expected SECTION.PARAMETER=VALUE"),
+        ("train.steps", "expected KEY=VALUE"),
+        ("nosuch.steps=1", "unknown profile section 'nosuch'"),
+    ):
+        with pytest.raises(ValueError, match=why):
             P.apply_overrides(profile, [bad])
 
 

@@ -242,6 +242,45 @@ def test_huge_learning_rate_is_caught(tmp_path, examples):
     assert not (tmp_path / "checkpoints" / "latest.pt").exists()
 
 
+def test_train_rows_are_window_means_at_the_steps_rate_and_epoch(tmp_path, examples):
+    """A row every 5 steps is the mean of the 5 steps' terms (the same run logged every step), with
+    the rate the window's last step used and the epochs done."""
+    cfg = tiny(steps=10, schedule="cosine", warmup_steps=4, eval_every=100, checkpoint_every=100)
+    every = [
+        r for r in rows(train(cfg.replace(log_every=1), tmp_path / "every", examples).metrics) if r["split"] == "train"
+    ]
+    fives = [
+        r for r in rows(train(cfg.replace(log_every=5), tmp_path / "fives", examples).metrics) if r["split"] == "train"
+    ]
+    assert [int(r["step"]) for r in fives] == [5, 10]
+    result = train(cfg.replace(log_every=5), tmp_path / "fives", examples)  # (finished: the same answer)
+    per_epoch = result.n_train // cfg.batch_size
+    for row in fives:
+        step = int(row["step"])
+        window = [r for r in every if step - 5 < int(r["step"]) <= step]
+        assert len(window) == 5
+        for term in ("loss", "won", "moves"):
+            assert float(row[term]) == pytest.approx(np.mean([float(r[term]) for r in window]), rel=1e-4)
+        assert float(row["lr"]) == pytest.approx(cfg.lr * lr_factor(step - 1, cfg))
+        assert float(row["epoch"]) == pytest.approx(step / per_epoch, abs=1e-4)
+    assert len({row["lr"] for row in every}) > 5  # warm-up and cosine: the rate moved
+
+
+def test_evaluation_is_in_eval_mode_and_leaves_the_mode_as_it_was(examples):
+    from drmario.learn.net import DrMarioNet
+    from drmario.learn.train import evaluate
+
+    cfg = tiny()
+    torch.manual_seed(0)
+    model = DrMarioNet(cfg.net)
+    test = examples.to_device("cpu", cfg.net.planes)
+    model.train()
+    in_training = evaluate(model, test, cfg, torch.device("cpu"))
+    assert model.training  # restored
+    model.eval()
+    assert torch.equal(evaluate(model, test, cfg, torch.device("cpu")), in_training)  # batch norms: running statistics
+
+
 def test_learning_rate_schedules():
     cfg = TrainConfig(lr=1.0, steps=110, warmup_steps=10, schedule="cosine")
     assert [lr_factor(s, cfg) for s in (0, 4, 9)] == [0.1, 0.5, 1.0]

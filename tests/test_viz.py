@@ -576,3 +576,17 @@ def test_play_widget_without_ipywidgets(monkeypatch):
     with pytest.warns(UserWarning, match="ipywidgets"):
         view = viz.play_widget(None, seed=1234, level=0)
     assert isinstance(view, viz.HTMLView) and len(view.svgs) == 1
+
+
+def test_the_ghost_pill_keeps_its_halves_colours():
+    from drmario.engine.svg import COLOURS, board_svg
+
+    empty = np.zeros((8, 16), np.uint8)
+    yellow_blue = dm.Pill(dm.Colour.YELLOW, dm.Colour.BLUE)
+    for move, halves in (
+        (dm.Move(0, 3, 0), [COLOURS[dm.Colour.YELLOW], COLOURS[dm.Colour.BLUE]]),  # left, then right
+        (dm.Move(2, 3, 0), [COLOURS[dm.Colour.BLUE], COLOURS[dm.Colour.YELLOW]]),  # turned twice: swapped
+    ):
+        ghost = re.search(r'<g class="ghost"[^>]*>(.*?)</g>', board_svg(empty, ghost=(yellow_blue, move))).group(1)
+        fills = re.findall(r'fill="(#[0-9a-f]{6})"', ghost)
+        assert [f for i, f in enumerate(fills) if f not in fills[:i]] == halves, (move, fills)

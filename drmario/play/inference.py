@@ -74,7 +74,7 @@ class InferenceStats:
             "positions_per_s": round(self.positions / wall, 1),
             "device_busy": round(min(self.busy_s / wall, 1.0), 4),
             "mean_batch": round(self.positions / max(self.batches, 1), 1),
-            "padding": round(1 - self.positions / max(self.padded, 1), 4),
+            "padding": round(1 - self.positions / self.padded, 4) if self.padded else 0.0,  # none yet: none padded
         }
         for lo, hi, count in zip(HISTOGRAM_EDGES, HISTOGRAM_EDGES[1:], self.histogram):
             row[f"batches_{lo}_{hi if hi < 1 << 30 else 'up'}"] = count

@@ -1,0 +1,61 @@
+"""The notebooks' helpers that their runs use (drmario.run.notebook), checked without running a
+notebook: the settings table, the steps behind a checkpoint, a training result through JSON, and the
+earlier rounds' games a later analysis reuses."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import drmario as dm
+from drmario.learn.checkpoint import save_checkpoint
+from drmario.learn.net import DrMarioNet, NetConfig
+from drmario.learn.train import TrainResult
+from drmario.run import notebook as N
+from drmario.run.rounds import analysis_dir
+
+
+def test_settings_table_names_nested_settings_by_dotted_paths():
+    table = N.settings_table({"games": 8, "search": {"mode": "gumbel", "levels": [0, 4], "cap": None}})
+    assert table["value"].to_dict() == {
+        "games": "8",
+        "search.mode": "gumbel",
+        "search.levels": "[0, 4]",
+        "search.cap": "None",
+    }
+
+
+def test_training_steps_of_a_training_and_of_a_values_refit(tmp_path):
+    assert N.training_steps({"step": 30, "config": {}}) == {"training steps": 30}
+    net = DrMarioNet(NetConfig(filters=4, blocks=0))
+    trained = save_checkpoint(
+        tmp_path / "trained.pt", {"net_config": net.cfg.to_dict(), "model": net.state_dict(), "step": 80}
+    )
+    refit = {"step": 5, "config": {"learn": "values", "init": str(trained)}}
+    assert N.training_steps(refit) == {"training steps": 80, "values refit steps": 5}
+    gone = {"step": 5, "config": {"learn": "values", "init": str(tmp_path / "gone.pt")}}
+    assert N.training_steps(gone) == {"training steps": "-", "values refit steps": 5}
+
+
+def test_a_training_result_survives_json(tmp_path):
+    result = TrainResult(7, {"loss": 1.5}, {}, tmp_path, tmp_path / "metrics.csv", None, 90, 10, 1, "why")
+    assert N._result_from_json(N.result_to_json(result)) == result
+    with_checkpoint = TrainResult(7, {}, {}, tmp_path, tmp_path / "m.csv", tmp_path / "latest.pt")
+    assert N._result_from_json(N.result_to_json(with_checkpoint)) == with_checkpoint
+
+
+def test_earlier_results_reuse_the_games_of_players_without_a_network(tmp_path):
+    game = dm.Game(8, 0)
+    while not game.over:
+        game.play(game.legal_moves()[0])
+    folder = analysis_dir(tmp_path, 0)
+    (folder / "games").mkdir(parents=True)
+    pd.DataFrame([{"agent": "greedy", "level": 0, "wins": 0}, {"agent": "policy", "level": 0, "wins": 1}]).to_csv(
+        folder / "arena.csv", index=False
+    )
+    for name in ("greedy", "policy"):
+        (folder / "games" / f"{name}.jsonl").write_text(game.record().to_json() + "\n")
+    rows, records, remaining = N.earlier_results(tmp_path, 1, ["greedy", "policy", "expert"])
+    assert rows["agent"].tolist() == ["greedy"] and list(records) == ["greedy"]
+    assert records["greedy"] == [game.record()]
+    assert remaining == ["policy", "expert"]  # a network's games are its own round's; expert never played
+    assert N.earlier_results(tmp_path, 0, ["greedy"])[2] == ["greedy"]  # round 0 has no earlier round

@@ -246,15 +246,12 @@ def test_train_rows_are_window_means_at_the_steps_rate_and_epoch(tmp_path, examp
     """A row every 5 steps is the mean of the 5 steps' terms (the same run logged every step), with
     the rate the window's last step used and the epochs done."""
     cfg = tiny(steps=10, schedule="cosine", warmup_steps=4, eval_every=100, checkpoint_every=100)
-    every = [
-        r for r in rows(train(cfg.replace(log_every=1), tmp_path / "every", examples).metrics) if r["split"] == "train"
-    ]
-    fives = [
-        r for r in rows(train(cfg.replace(log_every=5), tmp_path / "fives", examples).metrics) if r["split"] == "train"
-    ]
+    every_step = train(cfg.replace(log_every=1), tmp_path / "every", examples)
+    every_fifth = train(cfg.replace(log_every=5), tmp_path / "fives", examples)
+    every = [r for r in rows(every_step.metrics) if r["split"] == "train"]
+    fives = [r for r in rows(every_fifth.metrics) if r["split"] == "train"]
     assert [int(r["step"]) for r in fives] == [5, 10]
-    result = train(cfg.replace(log_every=5), tmp_path / "fives", examples)  # (finished: the same answer)
-    per_epoch = result.n_train // cfg.batch_size
+    per_epoch = every_fifth.n_train // cfg.batch_size
     for row in fives:
         step = int(row["step"])
         window = [r for r in every if step - 5 < int(r["step"]) <= step]

@@ -502,3 +502,68 @@ def test_golden_root_tables():
 if __name__ == "__main__":
     GOLDEN.write_text(json.dumps(golden_tables(), indent=1) + "\n")
     print(f"wrote {GOLDEN}")
+
+
+# ---------------------------------------------------------------- hand-built nodes, hand-worked values
+
+
+def hand_node(priors, visits, values, d_value=0.0, probs=None):
+    """A tree whose root decision has one edge per prior; a visited edge leads to a finished chance
+    node worth its value (`chance_value` returns it), an unvisited one to none."""
+    tree = plant([Position.of(dm.Game(8, 10))], [0], Utility().params, pill_distribution(probs), (4, 16, 16))
+    d = int(tree.root[0])
+    tree.d_edge_start[d], tree.d_edge_count[d] = 0, len(priors)
+    tree.d_value[d], tree.d_visits[d], tree.d_wsum[d] = d_value, sum(visits), d_value * sum(visits)
+    for e, (prior, n, q) in enumerate(zip(priors, visits, values)):
+        tree.e_prior[e], tree.e_visits[e], tree.e_chance[e] = prior, n, e if n else -1
+        tree.c_outcome[e], tree.c_value[e] = K.WON, q
+    return tree, d
+
+
+def test_completed_q_and_the_improved_logits_by_hand():
+    from drmario.search.network import completed_q, improved_logits
+
+    # visited: A (prior 0.5, 3 visits, 0.8) and C (0.25, 1 visit, 0.4); B unvisited gets the mixed value
+    # (0.2 + 4 * (0.5 * 0.8 + 0.25 * 0.4) / 0.75) / 5 = 0.5733, then all rescaled to [0, 1] over 0.4..0.8
+    tree, d = hand_node([0.5, 0.25, 0.25], [3, 0, 1], [0.8, 0.0, 0.4], d_value=0.2)
+    q, mixed = np.empty(3), (0.2 + 4 * 0.5 / 0.75) / 5
+    assert completed_q(tree, d, q) == 3 and q == pytest.approx([1.0, (mixed - 0.4) / 0.4, 0.0])
+    logits = np.empty(3)
+    assert improved_logits(tree, d, 50.0, 0.1, logits) == pytest.approx((50 + 3) * 0.1)
+    assert logits == pytest.approx(np.log([0.5, 0.25, 0.25]) + 5.3 * q)
+
+
+def test_gumbel_interior_selection_moves_visits_towards_the_improved_policy():
+    from drmario.search.network import _gumbel_interior_edge
+
+    # equal priors and values: the improved policy is uniform, and the edge with both visits is the last choice
+    tree, d = hand_node([1 / 3] * 3, [2, 0, 0], [0.5, 0.0, 0.0], d_value=0.5)
+    assert _gumbel_interior_edge(tree, d, 50.0, 0.1) == 1
+
+
+def test_puct_selection_by_hand():
+    from drmario.search.network import _puct_edge
+
+    # 17 visits, values normalised over the tree's range [0, 1], c_puct 4, the node's value 0:
+    # A: 0.81 + 4 * 0.5 * sqrt(17) / 2 = 4.933; B (unvisited): 0 + 4 * 0.3 * sqrt(17) = 4.948
+    tree, d = hand_node([0.5, 0.3], [1, 0], [0.81, 0.0], d_value=0.0)
+    tree.d_visits[d], tree.d_wsum[d] = 17, 0.0
+    tree.qmin[0], tree.qmax[0] = 0.0, 1.0
+    assert _puct_edge(tree, 0, d, 4.0, False, NORMALISE_EPSILON) == 1
+    tree.e_prior[1] = 0.29  # 4.784: now A's value wins
+    assert _puct_edge(tree, 0, d, 4.0, False, NORMALISE_EPSILON) == 0
+
+
+def test_a_fresh_chance_node_draws_the_likeliest_preview_first_and_keeps_to_the_shares():
+    from drmario.search.tree import choose_outcome
+
+    for seed in range(20):
+        tree, _ = hand_node([1.0], [1], [0.5], probs=[0.5, 0.25, 0.25, 0, 0, 0, 0, 0, 0])
+        tree.c_visits[0] = 0
+        state = np.array([seed + 1], np.uint64)
+        draws = []
+        for _ in range(4):
+            i = choose_outcome(tree, 0, state)
+            tree.c_visits[0, i] += 1
+            draws.append(i)
+        assert draws[0] == 0 and tree.c_visits[0].tolist() == [2, 1, 1, 0, 0, 0, 0, 0, 0], (seed, draws)

@@ -152,6 +152,23 @@ def test_a_win_now_beats_everything_and_a_win_next_beats_the_rest() -> None:
         assert s == pytest.approx(E.evaluate_board(after, E.DEFAULT_WEIGHTS))
 
 
+def test_a_move_after_which_every_preview_placement_tops_out_ranks_as_a_loss_next() -> None:
+    # Walls in columns 2 and 5 up to the top, columns 3 and 4 full to row 13 (colours making no line):
+    # a pill can only lie across rows 14 (leaving row 15 free) or stand up into row 15 (topping out).
+    cells = {(0, 0): virus(K.RED)}
+    for y in range(16):
+        cells[2, y], cells[5, y] = half(y % 3 + 1), half(y % 3 + 1)
+        if y < 14:
+            cells[3, y], cells[4, y] = half((y + 1) % 3 + 1), half((y + 2) % 3 + 1)
+    board = board_of(cells)
+    moves, scores = scores_of(board, (K.YELLOW, K.BLUE), (K.BLUE, K.YELLOW))  # (red-red would clear row 15)
+    lying = np.array([r % 2 == 0 for r, _, _ in moves])
+    assert lying.any() and not lying.all()
+    assert np.all(scores[~lying] <= E.LOSS_NOW)  # standing up blocks the spawn now
+    # lying down leaves only row 15 for the preview, where every placement blocks the spawn
+    assert np.all((scores[lying] > E.LOSS_NOW) & (scores[lying] < E.LOSS_NEXT / 2)), scores
+
+
 def test_never_blocks_the_spawn_while_another_move_exists() -> None:
     # Columns 3 and 4 are full up to row 14 with colours that make no line: a pill left there tops out.
     cells = {(0, 0): virus(K.RED)}

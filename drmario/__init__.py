@@ -4,6 +4,10 @@ The engine (NES rules, maryodel formats, level generation, legal and frame-exact
 the top level; encoders, search, network and training live in submodules.
 """
 
+from drmario.kernel_cache import drop_stale_kernels
+
+drop_stale_kernels()  # before any kernel is loaded from numba's cache
+
 from drmario.engine.board import ALL_PILLS, Board, Colour, FormatError, Move, Pill, Shape, move_cells
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, GameRecord, Outcome
 from drmario.engine.level import Level, PillSequence, new_level, virus_count

@@ -1,33 +1,13 @@
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
+import drmario  # noqa: F401  importing it drops stale cached kernels: here once, before xdist's workers compile
+
 DATA = Path(__file__).parent / "data"
 VECTORS = DATA / "vectors"
-PACKAGE = Path(__file__).resolve().parent.parent / "drmario"
-SOURCES_STAMP = PACKAGE / "__pycache__" / "sources.sha256"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Drop numba's cached kernels when the package's sources changed since the last run. numba
-    checks a cached kernel against its own file only: a kernel that calls one in another file (or
-    reads a constant from it) keeps its compiled copy, so after `search.tree.backup` was changed the
-    searches in `search.network` still ran the old one, and the tests passed on code that was gone."""
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
-        return
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes())
-    stamp = digest.hexdigest()
-    if SOURCES_STAMP.is_file() and SOURCES_STAMP.read_text() == stamp:
-        return
-    for cached in [*PACKAGE.rglob("*.nbi"), *PACKAGE.rglob("*.nbc")]:
-        cached.unlink(missing_ok=True)
-    SOURCES_STAMP.parent.mkdir(exist_ok=True)
-    SOURCES_STAMP.write_text(stamp)
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -40,6 +40,7 @@ from drmario.files import (
     remove_stray_temp,
     temp_path,
 )
+from drmario.kernel_cache import STAMP_NAME, drop_stale_kernels, sources_digest
 from drmario.learn.example_files import read_examples, read_sidecar, sidecar_path
 from drmario.learn.examples import ExampleError
 from drmario.play import shards
@@ -831,6 +832,58 @@ def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path, mo
 
 
 # ------------------------------------------------------------------------------------------------
+# numba's cached kernels follow the package's sources, callees in other files included.
+
+CALLER = """from numba import njit
+
+from pkg.callee import value
+
+
+@njit(cache=True)
+def twice():
+    return 2 * value()
+"""
+CALLEE = """from numba import njit
+
+
+@njit(cache=True)
+def value():
+    return {}
+"""
+
+
+def test_stale_kernels_are_dropped_when_any_source_changes(tmp_path):
+    """A kernel calling one of another file is compiled once and cached. numba alone would keep
+    running the cached caller's copy of the old callee after the callee's file changed; the package's
+    stamp of all its sources makes the next process drop the cache and compile the new code."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "caller.py").write_text(CALLER)
+    (package / "callee.py").write_text(CALLEE.format(1))
+    run = (
+        "import sys; from pathlib import Path; from drmario.kernel_cache import drop_stale_kernels;"
+        "dropped = drop_stale_kernels(Path(sys.argv[1])); from pkg.caller import twice; print(dropped, twice())"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+
+    def dropped_and_twice() -> str:
+        done = subprocess.run([sys.executable, "-c", run, str(package)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    assert dropped_and_twice() == "True 2"  # no stamp yet: nothing cached is trusted
+    assert len(list((package / "__pycache__").glob("*.nbi"))) == 2
+    assert dropped_and_twice() == "False 2"  # the same sources: the cache is kept
+    (package / "callee.py").write_text(CALLEE.format(5))
+    assert dropped_and_twice() == "True 10"  # numba's own check would keep the caller's copy of the old callee
+    assert dropped_and_twice() == "False 10"
+    (package / "notes.py").write_text("")  # a new source counts too
+    assert drop_stale_kernels(package) is True
+    assert not list(package.rglob("*.nb[ic]"))
+    assert (package / "__pycache__" / STAMP_NAME).read_text() == sources_digest(package)
+
+
 # The tiny pipeline run whole by the installed wheel, then killed at random points and resumed: the
 # same results. Last in this file, so the kernels the tests before it compiled go to the wheel.
 
@@ -861,8 +914,9 @@ def copy_compiled_kernels(checkout: Path, installed: Path) -> None:
     """Give the installed package the kernels the checkout's tests compiled so far, which it would
     otherwise compile again for minutes: the source files are the same, and numba keys its cache on
     a file's place (the cache sits in its __pycache__), modification time and size, so the times go
-    over too. A kernel not compiled yet is compiled by the wheel's run as on a fresh install."""
-    for cached in checkout.rglob("__pycache__/*.nb[ic]"):
+    over too, and so does the sources' stamp (the same sources: drmario.kernel_cache keeps them). A
+    kernel not compiled yet is compiled by the wheel's run as on a fresh install."""
+    for cached in [*checkout.rglob("__pycache__/*.nb[ic]"), checkout / "__pycache__" / STAMP_NAME]:
         folder = installed / cached.parent.relative_to(checkout)
         if not folder.parent.is_dir():  # a leftover of a module the package no longer has
             continue
@@ -895,6 +949,7 @@ def wheel_venv(tmp_path_factory) -> Path:
     install = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
     Path(site, "_drmario_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")  # after pip
+    assert sources_digest(Path(site) / "drmario") == sources_digest(ROOT / "drmario")  # else it would recompile all
     copy_compiled_kernels(ROOT / "drmario", Path(site) / "drmario")
     return venv
 

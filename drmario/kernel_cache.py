@@ -1,0 +1,53 @@
+"""numba's cache of compiled kernels, kept true to the package's sources.
+
+numba checks a cached kernel against its own source file only (its modification time and size). A
+kernel that calls a kernel of another file, or reads a constant from it, keeps its compiled copy of
+the callee when only the callee's file changes: after `search.tree.backup` was edited, the searches
+in `search.network` still ran the old `backup`. So the package records a hash of all its sources
+beside the cache, and when the sources differ from the recorded ones it drops every cached kernel
+before any is loaded (`drmario/__init__.py` calls `drop_stale_kernels` first; the check takes about
+3 ms). A fresh checkout or install compiles everything anyway; only a changed source costs a
+recompile. Only numba's default place is kept so, the package's `__pycache__` folders: a cache moved
+elsewhere with NUMBA_CACHE_DIR is not checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+STAMP_NAME = "sources.sha256"  # in the package's own __pycache__, beside the cached kernels
+
+
+def sources_digest(package: Path = PACKAGE) -> str:
+    """sha256 over the package's .py files: each relative path and content, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def drop_stale_kernels(package: Path = PACKAGE) -> bool:
+    """Delete the cached kernels (*.nbi, *.nbc) under `package` unless its sources are the ones they
+    were compiled from; return whether any sources had changed. Another process loading a kernel
+    while it is dropped only recompiles it (numba treats a missing cache file as a miss). Where the
+    package is read-only numba caches elsewhere, and nothing is dropped."""
+    stamp = package / "__pycache__" / STAMP_NAME
+    digest = sources_digest(package)
+    try:
+        if stamp.read_text() == digest:
+            return False
+    except OSError:
+        pass
+    try:
+        for cached in [*package.rglob("*.nbi"), *package.rglob("*.nbc")]:
+            cached.unlink(missing_ok=True)
+        stamp.parent.mkdir(exist_ok=True)
+        partial = stamp.with_name(f"{STAMP_NAME}.{os.getpid()}.tmp")
+        partial.write_text(digest)
+        os.replace(partial, stamp)  # last, so an interrupted drop is done again next time
+    except OSError:
+        pass
+    return True

@@ -4,6 +4,7 @@ failures that say where the traceback is (issue 13); last, the tiny pipeline run
 installed wheel outside the checkout, and run again from the checkout, killed at random points and
 resumed to the wheel's files."""
 
+import ast
 import contextlib
 import json
 import os
@@ -40,7 +41,7 @@ from drmario.files import (
     remove_stray_temp,
     temp_path,
 )
-from drmario.kernel_cache import STAMP_NAME, drop_stale_kernels, sources_digest
+from drmario.kernel_cache import STAMP_NAME, drop_stale_kernels, kernel_sources, sources_digest
 from drmario.learn.example_files import read_examples, read_sidecar, sidecar_path
 from drmario.learn.examples import ExampleError
 from drmario.play import shards
@@ -882,6 +883,38 @@ def test_stale_kernels_are_dropped_when_any_source_changes(tmp_path):
     assert drop_stale_kernels(package) is True
     assert not list(package.rglob("*.nb[ic]"))
     assert (package / "__pycache__" / STAMP_NAME).read_text() == sources_digest(package)
+
+
+def drmario_imports(path: Path) -> set[Path]:
+    """The package's files that importing `path` runs: each module it imports, and its packages' __init__."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "drmario":
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.split(".")[0] == "drmario"}
+    files = set()
+    for name in names:
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):  # drmario, drmario.search, drmario.search.tree
+            stem = ROOT.joinpath(*parts[:k])
+            files |= {f for f in (stem.with_suffix(".py"), stem / "__init__.py") if f.is_file()}
+    return files
+
+
+def test_the_hashed_sources_hold_every_kernel_and_all_it_imports():
+    """Whatever a kernel can read is in the stamp, so no edit can leave a stale kernel; the modules
+    no kernel reaches (runs, plots, play) are left out of it, so editing them costs no recompile."""
+    hashed = set(kernel_sources())
+    todo = [path for path in (ROOT / "drmario").rglob("*.py") if "@njit" in path.read_text()]
+    assert len(todo) >= 10 and set(todo) <= hashed
+    reached = set(todo)
+    while todo:
+        for path in drmario_imports(todo.pop()) - reached:
+            reached.add(path)
+            todo.append(path)
+    assert reached <= hashed, sorted(str(p.relative_to(ROOT)) for p in reached - hashed)
+    assert ROOT / "drmario" / "run" / "notebook.py" not in hashed
 
 
 # The tiny pipeline run whole by the installed wheel, then killed at random points and resumed: the

@@ -1,13 +1,20 @@
 """The self-play inference path: fixed-shape batches, overlapped halves, one server for many workers."""
 
+import queue
+import threading
+from multiprocessing import shared_memory
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 import drmario as dm
+from drmario.files import RunError
 from drmario.learn.checkpoint import save_net
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player
+from drmario.play import inference
 from drmario.play.agents import SearchAgent
 from drmario.play.inference import BatchedInference, InferenceServer, InferenceStats, RemoteEvaluator, Ticket
 from drmario.play.lockstep import GameSpec, play_lockstep
@@ -26,6 +33,31 @@ def some_positions(n: int):
     pills = np.array([(g.pill.left, g.pill.right) for g in games], np.uint8)
     previews = np.array([(g.next_pill.left, g.next_pill.right) for g in games], np.uint8)
     return cells, pills, previews
+
+
+def within(seconds: float, fn):
+    """fn() in a daemon thread: a lost wake-up in the server's protocol fails the test instead of
+    hanging it."""
+    result: dict = {}
+
+    def run():
+        try:
+            result["value"] = fn()
+        except BaseException as e:  # re-raised in the test's thread
+            result["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"no answer in {seconds} s"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def assert_same(got, want, rows=slice(None)):
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(x, y[rows], rtol=1e-4, atol=1e-5)
 
 
 def test_batched_inference_matches_player_and_pads_to_buckets():
@@ -79,17 +111,88 @@ def test_inference_server_answers_workers_through_shared_memory():
     want = Player.from_module(net).evaluate(cells, pills, previews)
     with InferenceServer(net, workers=1, capacity=64, buckets=(16, 64)) as server:
         remote = RemoteEvaluator(server.handle(0))
-        got = remote.evaluate(cells, pills, previews)
+        got = within(60, lambda: remote.evaluate(cells, pills, previews))
         a = remote.submit(cells[:4], pills[:4], previews[:4])
         b = remote.submit(cells[4:], pills[4:], previews[4:])
-        got_b, got_a = remote.wait(b), remote.wait(a)
+        got_b, got_a = within(60, lambda: (remote.wait(b), remote.wait(a)))
         remote.close()
         rows = server.close()
-    for x, y in zip(got, want):
-        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(got_a.moves, want.moves[:4], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(got_b.cleared, want.cleared[4:], rtol=1e-4, atol=1e-5)
+    assert_same(got, want)
+    assert_same(got_a, want, slice(None, 4))
+    assert_same(got_b, want, slice(4, None))
     assert rows and rows[-1]["positions"] == 20 and "device_busy" in rows[-1]
+
+
+def test_a_worker_submits_up_to_its_capacity_at_once():
+    net = tiny_net(1)
+    cells, pills, previews = some_positions(11)
+    want = Player.from_module(net).evaluate(cells, pills, previews)
+    with InferenceServer(net, workers=1, capacity=10, buckets=(16, 64)) as server:
+        remote = RemoteEvaluator(server.handle(0))
+        ticket = remote.submit(cells[:10], pills[:10], previews[:10])  # exactly the capacity: one request
+        assert_same(within(60, lambda: remote.wait(ticket)), want, slice(None, 10))
+        assert_same(within(60, lambda: remote.evaluate(cells, pills, previews)), want)  # 10 + 1
+        with pytest.raises(ValueError, match="at most 10 positions, got 11"):
+            remote.submit(cells, pills, previews)
+        remote.close()
+
+
+def test_a_worker_waiting_on_a_dead_server_gets_a_run_error():
+    net = tiny_net(1)
+    cells, pills, previews = some_positions(3)
+    with InferenceServer(net, workers=1, capacity=16, buckets=(16,)) as server:
+        remote = RemoteEvaluator(server.handle(0))
+        server.process.kill()
+        server.process.join()
+        with pytest.raises(RunError, match="search worker 0: the inference server is gone"):
+            within(60, lambda: remote.evaluate(cells, pills, previews))
+        remote.close()
+
+
+@pytest.mark.parametrize("capacity", [1, 3, 7, 64, 4096])
+def test_a_channels_arrays_do_not_overlap(capacity):
+    """Requests in, answers out: each array has its own bytes of the block, the answers 8-aligned."""
+    channel = inference._channel(SimpleNamespace(buf=bytearray(inference._channel_bytes(capacity))), capacity)
+    for value, array in enumerate(channel, 1):
+        array[...] = value
+    assert [int(a.min()) for a in channel] == [int(a.max()) for a in channel] == [1, 2, 3, 4]
+    assert inference._out_offset(capacity) % 8 == 0
+
+
+@pytest.mark.parametrize(
+    "bucket, sizes",
+    [(16, (10, 10)), (64, (4, 6))],  # two batches (the second request carried over), or one batch of both
+)
+def test_the_server_loop_answers_each_request_from_its_rows_of_the_batch(monkeypatch, bucket, sizes):
+    """The server's loop in this process, on requests queued before it starts: a request that does not
+    fit the batch goes to the next one, and each slot's answers are its own positions' answers."""
+    monkeypatch.setattr(inference, "die_with_parent", lambda parent=None: None)
+    net = tiny_net(3)
+    cells, pills, previews = some_positions(sum(sizes))
+    want = Player.from_module(net).evaluate(cells, pills, previews)
+    blocks = [shared_memory.SharedMemory(create=True, size=inference._channel_bytes(16)) for _ in sizes]
+    try:
+        channels = [inference._channel(b, 16) for b in blocks]
+        requests: queue.Queue = queue.Queue()
+        start = 0
+        for slot, n in enumerate(sizes):
+            end = start + n
+            ch = channels[slot]
+            ch.cells[:n], ch.pills[:n], ch.previews[:n] = cells[start:end], pills[start:end], previews[start:end]
+            requests.put((0, slot, n))
+            start = end
+        requests.put("stop")
+        sent: list[int] = []
+        state = {"config": net.cfg.to_dict(), "model": net.state_dict()}
+        answers = [SimpleNamespace(send=sent.append)]
+        inference._serve(state, "cpu", "float32", (bucket,), requests, answers, [[b.name for b in blocks]], 16, None)
+        assert sent == [0, 1]
+        assert_same(inference._unpack(channels[0].out[: sizes[0]]), want, slice(None, sizes[0]))
+        assert_same(inference._unpack(channels[1].out[: sizes[1]]), want, slice(sizes[0], None))
+    finally:
+        for b in blocks:
+            b.close()
+            b.unlink()
 
 
 def test_self_play_runs_the_network_in_its_dtype(tmp_path):

@@ -221,6 +221,51 @@ def test_equals_brute_force_on_game_boards_at_low_speed():
         done += 1
 
 
+# ---------------------------------------------------------------- the search's lower bounds
+
+
+def test_vertical_bounds_by_hand():
+    """vlb[n, g, p]: the fewest frames to n drop attempts from gravity counter g, the next frame of
+    parity p: Down drops on odd frames, gravity once the counter passes v (both reset it)."""
+    vlb = TK._vertical_bounds(39)
+    assert vlb[1, 0].tolist() == [2, 1]  # an even frame first: wait for the odd one
+    assert vlb[1, 39].tolist() == [1, 1]  # the counter at v: gravity on the next frame
+    assert vlb[16, 0].tolist() == [32, 31]  # from the spawn to the floor (test_empty_board)
+    assert TK._vertical_bounds(0)[16, 0].tolist() == [16, 16]  # gravity every frame
+
+
+def lower_bounds(cells: np.ndarray, speed: int, parity: int) -> np.ndarray:
+    """The search's lower bound on the frames to lock at each pose, int32[4, 8, 16] [r, x, y]."""
+    v = int(TABLE[speed])
+    succ, nsucc, dist = (
+        np.empty((TK.N_POSES, 40), np.int16),
+        np.empty(TK.N_POSES, np.int32),
+        np.empty(TK.N_POSES, np.int32),
+    )
+    TK._relaxed_graph(*fit_masks(cells), TK.SPAWN_X * 16 + TK.SPAWN_Y, succ, nsucc, dist)
+    lower = np.empty(TK.N_POSES, np.int32)
+    TK._lower_bounds(v, parity, TK._vertical_bounds(v), dist, lower)
+    return lower.reshape(4, 8, 16)
+
+
+def test_lower_bounds_never_exceed_the_fewest_frames():
+    """A bound above a pose's true frames would have the first pass prune its fastest path (the later
+    passes would still find it, so the search's results alone cannot show it)."""
+    shelf = dm.Board.empty().cells.copy()
+    shelf[3, 14] = shelf[4, 14] = 1  # red viruses under the spawn: Down on the first (odd) frame locks
+    cases = [(shelf, 15, 1)] + [(b.cells, s, p) for b, _, s, p in oracle_cases(20, 40, (0, 80), (0.05, 0.6), 4)]
+    checked = 0
+    for cells, speed, parity in cases:
+        frames = np.zeros((4, 8, 16), np.int64)
+        brute_force(cells, int(TABLE[speed]), parity, frames)
+        reached = frames > 0
+        lower = lower_bounds(cells, speed, parity)
+        assert (lower[reached] <= frames[reached]).all(), (speed, parity)
+        checked += reached.sum()
+    assert checked > 500  # poses, over the 41 boards
+    assert lower_bounds(shelf, 15, 1)[0, 3, 15] == 1
+
+
 # ---------------------------------------------------------------- facts
 
 

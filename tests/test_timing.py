@@ -234,15 +234,20 @@ def test_vertical_bounds_by_hand():
     assert TK._vertical_bounds(0)[16, 0].tolist() == [16, 16]  # gravity every frame
 
 
+def relaxed_graph(cells: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The search's inputs for a board: fit_h, fit_v, and the relaxed graph from the spawn (succ, nsucc,
+    dist)."""
+    fit_h, fit_v = fit_masks(cells)
+    succ = np.empty((TK.N_POSES, 40), np.int16)
+    nsucc, dist = np.empty(TK.N_POSES, np.int32), np.empty(TK.N_POSES, np.int32)
+    TK._relaxed_graph(fit_h, fit_v, TK.SPAWN_X * 16 + TK.SPAWN_Y, succ, nsucc, dist)
+    return fit_h, fit_v, succ, nsucc, dist
+
+
 def lower_bounds(cells: np.ndarray, speed: int, parity: int) -> np.ndarray:
     """The search's lower bound on the frames to lock at each pose, int32[4, 8, 16] [r, x, y]."""
     v = int(TABLE[speed])
-    succ, nsucc, dist = (
-        np.empty((TK.N_POSES, 40), np.int16),
-        np.empty(TK.N_POSES, np.int32),
-        np.empty(TK.N_POSES, np.int32),
-    )
-    TK._relaxed_graph(*fit_masks(cells), TK.SPAWN_X * 16 + TK.SPAWN_Y, succ, nsucc, dist)
+    _, _, _, _, dist = relaxed_graph(cells)
     lower = np.empty(TK.N_POSES, np.int32)
     TK._lower_bounds(v, parity, TK._vertical_bounds(v), dist, lower)
     return lower.reshape(4, 8, 16)
@@ -264,6 +269,32 @@ def test_lower_bounds_never_exceed_the_fewest_frames():
         checked += reached.sum()
     assert checked > 500  # poses, over the 41 boards
     assert lower_bounds(shelf, 15, 1)[0, 3, 15] == 1
+
+
+def test_a_twin_is_final_only_within_its_own_budget():
+    """A same-colour pill's pose turned twice (its twin) is the same placement, so the search may stop at
+    either, but only when the frame found is within the twin's own budget: a twin whose paths were pruned
+    below that frame may be faster, and is left to the later passes."""
+    cells = dm.Board.empty().cells
+    v = int(TABLE[15])
+    pose = 0 * 128 + 3 * 16 + 0  # horizontal at the spawn's x, on the floor
+    twin = pose ^ 256
+    results = {}
+    for twin_budget in (100, 10):  # 31 frames to the floor: within, then below
+        fit_h, fit_v, succ, nsucc, _ = relaxed_graph(cells)
+        target = np.zeros(TK.N_POSES, np.uint8)
+        target[[pose, twin]] = 1
+        budget = np.full(TK.N_POSES, 100, np.int32)
+        budget[twin] = twin_budget
+        best = np.full((TK.N_POSES, 3), TK.UNREACHED, np.int32)
+        queue = np.empty((4096, 3), np.int32)
+        _, final, _ = TK._search(
+            fit_h, fit_v, v, 1, True, TK._vertical_bounds(v), succ, nsucc, target, budget,
+            TK.new_workspace(), best, queue, np.int64(0),
+        )  # fmt: skip
+        results[twin_budget] = (int(best[pose, 0]), int(final[pose]), int(final[twin]))
+    assert results[100] == (31, 1, 2)  # the twin counts as placed
+    assert results[10] == (31, 1, 0)  # not proven: the twin may have a path faster than 31 frames
 
 
 # ---------------------------------------------------------------- facts

@@ -315,7 +315,7 @@ def _search(fit_h, fit_v, v, parity, same, vlb, succ, nsucc, target, budget, vis
     """One gated breadth-first search over frames (see the module docstring).
 
     target: uint8[512], 1 for a pose still wanted (cleared as poses are placed); budget: int32[512],
-    the frames within which a wanted pose must be found to be final. best: int32[512, 4], per pose
+    the frames within which a wanted pose must be found to be final. best: int32[512, 3], per pose
     (frame, queue index of the state before the lock frame, lock input), updated where faster.
     queue: int32[n, 3] (packed state, parent index, input), filled from index start on and grown as
     needed. Returns (queue, final, end) where final[p] is 1 for a pose whose best frame is proven

@@ -28,6 +28,7 @@ import pandas as pd
 import psutil
 import pytest
 from helpers import TINY, ctrl_c_as_in_a_terminal, executed_without_errors
+from numba.core.caching import UserProvidedCacheLocator
 
 import drmario.play.selfplay as sp
 from drmario.files import (
@@ -41,7 +42,7 @@ from drmario.files import (
     remove_stray_temp,
     temp_path,
 )
-from drmario.kernel_cache import STAMP_NAME, drop_stale_kernels, kernel_sources, sources_digest
+from drmario.kernel_cache import STAMP_NAME, kernel_sources, sources_digest
 from drmario.learn.example_files import read_examples, read_sidecar, sidecar_path
 from drmario.learn.examples import ExampleError
 from drmario.play import shards
@@ -853,10 +854,12 @@ def value():
 """
 
 
-def test_stale_kernels_are_dropped_when_any_source_changes(tmp_path):
+@pytest.mark.parametrize("cache_dir", ["", "numba-cache"], ids=["in-tree", "NUMBA_CACHE_DIR"])
+def test_stale_kernels_are_dropped_when_any_source_changes(tmp_path, cache_dir):
     """A kernel calling one of another file is compiled once and cached. numba alone would keep
     running the cached caller's copy of the old callee after the callee's file changed; the package's
-    stamp of all its sources makes the next process drop the cache and compile the new code."""
+    stamp of all its sources makes the next process drop the cache and compile the new code, in the
+    package's __pycache__ or wherever NUMBA_CACHE_DIR puts numba's cache."""
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -867,6 +870,11 @@ def test_stale_kernels_are_dropped_when_any_source_changes(tmp_path):
         "dropped = drop_stale_kernels(Path(sys.argv[1])); from pkg.caller import twice; print(dropped, twice())"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.pop("NUMBA_CACHE_DIR", None)
+    cache = package / "__pycache__"
+    if cache_dir:
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / cache_dir)
+        cache = tmp_path / cache_dir / UserProvidedCacheLocator.get_suitable_cache_subpath(str(package / "callee.py"))
 
     def dropped_and_twice() -> str:
         done = subprocess.run([sys.executable, "-c", run, str(package)], env=env, capture_output=True, text=True)
@@ -874,15 +882,16 @@ def test_stale_kernels_are_dropped_when_any_source_changes(tmp_path):
         return done.stdout.strip()
 
     assert dropped_and_twice() == "True 2"  # no stamp yet: nothing cached is trusted
-    assert len(list((package / "__pycache__").glob("*.nbi"))) == 2
+    assert len(list(cache.glob("*.nbi"))) == 2 and len(list(tmp_path.rglob("*.nbi"))) == 2
     assert dropped_and_twice() == "False 2"  # the same sources: the cache is kept
     (package / "callee.py").write_text(CALLEE.format(5))
     assert dropped_and_twice() == "True 10"  # numba's own check would keep the caller's copy of the old callee
     assert dropped_and_twice() == "False 10"
+    assert (cache / STAMP_NAME).read_text() == sources_digest(package)
     (package / "notes.py").write_text("")  # a new source counts too
-    assert drop_stale_kernels(package) is True
-    assert not list(package.rglob("*.nb[ic]"))
-    assert (package / "__pycache__" / STAMP_NAME).read_text() == sources_digest(package)
+    assert dropped_and_twice() == "True 10"
+    assert len(list(tmp_path.rglob("*.nbi"))) == 2  # dropped where they were, and compiled there again
+    assert (package / "__pycache__" / STAMP_NAME).is_file() == (not cache_dir)
 
 
 def drmario_imports(path: Path) -> set[Path]:

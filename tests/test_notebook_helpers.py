@@ -11,6 +11,7 @@ from drmario.learn.checkpoint import save_checkpoint
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.train import TrainResult
 from drmario.run import notebook as N
+from drmario.run import profiles as R
 from drmario.run.rounds import analysis_dir
 
 
@@ -59,3 +60,26 @@ def test_earlier_results_reuse_the_games_of_players_without_a_network(tmp_path):
     assert records["greedy"] == [game.record()]
     assert remaining == ["policy", "expert"]  # a network's games are its own round's; expert never played
     assert N.earlier_results(tmp_path, 0, ["greedy"])[2] == ["greedy"]  # round 0 has no earlier round
+
+
+NOT_DQN = ("learning_starts", "eps_decay_steps", "log_every", "checkpoint_every", "device")  # what dqn_run sets
+
+
+def test_the_settings_the_notebooks_run_with(tmp_path, monkeypatch):
+    """04 plays round k on its own seeds (seed + k) with the network at its absolute path; 05's
+    learners log and checkpoint a few times whatever their budget, the DQN learning sooner and
+    exploring less long in a short run, on the notebook's device."""
+    monkeypatch.chdir(tmp_path)
+    next_round = R.build("next_round", {"round": 3, "seed": 5, "network": "train2/latest.pt"}, devices=False)
+    run = next_round.selfplay_run()
+    assert (run.seed, run.network) == (8, str(tmp_path / "train2" / "latest.pt"))
+    assert run.replace(seed=5, network="train2/latest.pt") == next_round.selfplay
+    for steps, want in ((1500, (300, 750, 75, 750)), (100_000, (500, 5000, 5000, 50_000)), (40, (64, 20, 8, 20))):
+        baselines = R.build("baselines", {"dqn_steps": steps, "td_games": 40, "device": "cpu"}, devices=False)
+        dqn = baselines.dqn_run()
+        assert (dqn.learning_starts, dqn.eps_decay_steps, dqn.log_every, dqn.checkpoint_every) == want
+        assert dqn.device == "cpu" and dqn.replace(**{k: getattr(baselines.dqn, k) for k in NOT_DQN}) == baselines.dqn
+        td = baselines.td_run()
+        assert (td.log_every, td.checkpoint_every) == (2, 20) and td.replace(
+            log_every=10, checkpoint_every=100
+        ) == baselines.td

@@ -190,6 +190,13 @@ class NextRound(Settings):
     show_examples: int = setting(2, "example positions drawn with their move targets", ge=0, le=64)
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
 
+    def selfplay_run(self) -> SelfPlayConfig:
+        """The round's self-play: its own games (seed + round: no round replays another's) with the
+        network at its absolute path (the run's record names it wherever the notebook ran)."""
+        assert self.selfplay.network, "the settings' checks require one for a search with the network"
+        network = str(Path(self.selfplay.network).resolve())
+        return self.selfplay.replace(seed=self.selfplay.seed + self.round, network=network)
+
     def check(self) -> list[str]:
         if self.selfplay.search.mode in NO_NETWORK:
             return [f"mode = {self.selfplay.search.mode!r}: a further round searches with the network (puct or gumbel)"]
@@ -210,6 +217,22 @@ class Baselines(Settings):
     )
     device: str = setting("cpu", "where the DQN trains and the network runs: auto, cpu or cuda")
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)
+
+    def dqn_run(self) -> DQNConfig:
+        """The DQN run: short runs learn sooner and explore less long; it logs and checkpoints a few
+        times whatever the budget, on this notebook's device."""
+        steps = self.dqn.steps
+        return self.dqn.replace(
+            learning_starts=max(64, min(500, steps // 5)),
+            eps_decay_steps=max(1, min(5000, steps // 2)),
+            log_every=max(8, steps // 20),
+            checkpoint_every=max(8, steps // 2),
+            device=self.device,
+        )
+
+    def td_run(self) -> TDConfig:
+        """The TD run, logged and checkpointed a few times whatever its games."""
+        return self.td.replace(log_every=max(1, self.td.games // 20), checkpoint_every=max(1, self.td.games // 2))
 
     def check(self) -> list[str]:
         return _agent_problems("agents", self.agents)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from drmario.engine.game import GameRecord
-from drmario.files import write_atomic
+from drmario.files import file_sha256, write_atomic
 from drmario.play.agents import Agent
 from drmario.play.arena import EvalConfig, arena, summarize
 from drmario.play.gate import GateConfig, compare, play_gate
@@ -44,6 +44,14 @@ def train_dir(run_dir: str | Path, round: int) -> Path:
 
 def analysis_dir(run_dir: str | Path, round: int) -> Path:
     return Path(run_dir) / f"analysis{round}"
+
+
+def record_analysed_network(out_dir: str | Path, network: str | Path) -> dict[str, str]:
+    """Write out_dir/network.json: which network an analysis played (absolute path and SHA-256), so
+    its tables say what they are of after the run's networks change. Returns the record."""
+    record = {"checkpoint": str(Path(network).resolve()), "sha256": file_sha256(network)}
+    write_atomic(Path(out_dir) / "network.json", json.dumps(record, indent=1) + "\n")
+    return record
 
 
 def values_dir(run_dir: str | Path, round: int) -> Path:

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import numpy as np
@@ -17,12 +20,15 @@ import pandas as pd
 import pytest
 from helpers import executed_without_errors
 
+from drmario.files import file_sha256
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
 from drmario.learn.player import load_player
+from drmario.play.shards import read_records
 from drmario.run import pipeline as P
 from drmario.run import profiles as R
 from drmario.run.cli import main
+from drmario.run.rounds import checkpoint_path
 from drmario.settings import SettingsError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,6 +342,129 @@ def test_chain_leaves_examples_a_network_and_an_arena(chain):
     )
     baselines = pd.read_csv(chain / "baselines" / "arena.csv")
     assert set(CI["baselines"]["agents"]) == set(baselines["agent"])
+
+
+def executed_settings(path: Path) -> tuple[str, Any]:
+    """An executed notebook's section and the settings it ran with: its parameters cell's defaults
+    and the parameters papermill injected, built as the notebook builds them."""
+    stem = path.stem.split("-")[0]  # 02_train-round1 -> 02_train
+    injected = nbformat.read(path, as_version=4).metadata["papermill"]["parameters"]
+    defaults = {
+        name: eval(info["default"]) for name, info in notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb").items()
+    }
+    section = R.section_of(stem)
+    return section, R.build(section, {**defaults, **injected}, devices=False)
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def config_of(settings: Any, *written: Path) -> None:
+    """Each written config is the settings' (the progress bars aside: a notebook draws its own)."""
+    want = {k: v for k, v in json.loads(json.dumps(settings.to_dict())).items() if k != "progress"}
+    for path in written:
+        got = {k: v for k, v in read_json(path).items() if k != "progress"}
+        assert got == want, (
+            path,
+            {k: (got.get(k), want.get(k)) for k in got.keys() | want.keys() if got.get(k) != want.get(k)},
+        )
+
+
+def played_as_set(folder: Path, evaluation: Any, agents: list[str]) -> None:
+    """An arena folder holds every agent's games, on the evaluation's levels and counts."""
+    arena = pd.read_csv(folder / "arena.csv")
+    counts = Counter(spec.level for spec in evaluation.games())
+    assert set(arena["level"]) == set(counts) == set(evaluation.levels)
+    assert all(row.games == counts[row.level] for row in arena.itertuples()), arena[["agent", "level", "games"]]
+    assert {p.stem for p in (folder / "games").glob("*.jsonl")} == set(arena["agent"]) == set(agents)
+    for agent in agents:
+        assert len((folder / "games" / f"{agent}.jsonl").read_text().splitlines()) == sum(counts.values())
+
+
+@pytest.mark.slow
+def test_every_notebook_did_what_its_settings_say(chain):
+    """What each executed notebook wrote is what its settings (its defaults and the pipeline's
+    parameters) say: a notebook that dropped a setting, played another round's network or seeds, or
+    wrote part of its results would still run, and only this shows it."""
+    seen = set()
+    for path in sorted((chain / "notebooks").glob("*.ipynb")):
+        section, settings = executed_settings(path)
+        seen.add(section)
+        if section == "round0_data":
+            config_of(settings.selfplay, chain / "round0" / "selfplay.json")
+            config_of(settings.value_games_config(), chain / "value_games" / "selfplay.json")
+            levels = [r.level for r in read_records(chain / "round0")]
+            assert len(levels) == settings.selfplay.games and set(levels) == set(settings.selfplay.levels)
+        elif section == "train":
+            k, train = settings.round, settings.train
+            config_of(train, chain / f"train{k}" / "config.json")
+            assert train.init == (None if k == 0 else str(checkpoint_path(chain, k - 1)))  # warm-started
+            config_of(
+                settings.values_refit(chain / f"train{k}" / "checkpoints" / "latest.pt"),
+                chain / f"train{k}" / "values" / "config.json",
+            )
+            assert read_json(chain / f"train{k}" / "train_result.json")["step"] == train.steps > 0
+            assert read_json(chain / f"train{k}" / "values" / "train_result.json")["step"] == settings.value_steps > 0
+        elif section == "analysis":
+            k = settings.round
+            network = read_json(chain / f"analysis{k}" / "network.json")
+            assert network == {
+                "checkpoint": str(checkpoint_path(chain, k).resolve()),
+                "sha256": file_sha256(checkpoint_path(chain, k)),
+            }
+            played_as_set(chain / f"analysis{k}", settings.evaluation, settings.agents)
+        elif section == "next_round":
+            k, selfplay = settings.round, settings.selfplay
+            config_of(settings.selfplay_run(), chain / f"round{k}" / "selfplay.json")
+            assert read_json(chain / f"round{k}" / "selfplay.json")["seed"] == selfplay.seed + k  # not round 0's games
+            assert selfplay.network == str(checkpoint_path(chain, k - 1))  # the best so far: the only one
+            round0 = {(r.seed, r.level) for r in read_records(chain / "round0")}
+            assert not round0 & {(r.seed, r.level) for r in read_records(chain / f"round{k}")}
+        else:
+            config_of(settings.dqn_run(), chain / "baselines" / "dqn" / "config.json")
+            config_of(settings.td_run(), chain / "baselines" / "td" / "config.json")
+            played_as_set(chain / "baselines", settings.evaluation, settings.agents)
+    assert seen == set(R.NOTEBOOKS)
+
+
+def copy_of_run(chain: Path, run: Path, folders: tuple[str, ...], books: str = "*") -> Path:
+    """A new run directory holding the chain's record, these folders and the executed notebooks
+    matching `books` (the steps that made them)."""
+    (run / "notebooks").mkdir(parents=True)
+    shutil.copy2(chain / "pipeline.json", run / "pipeline.json")
+    for name in folders:
+        shutil.copytree(chain / name, run / name)
+    for book in (chain / "notebooks").glob(f"{books}.ipynb"):
+        shutil.copy2(book, run / "notebooks" / book.name)
+    return run
+
+
+@pytest.mark.slow
+def test_a_training_that_stops_fails_its_round(chain, tmp_path):
+    """02 fails when its training stops early (here on a non-finite loss): the pipeline stops there,
+    with no gate and the step not done, instead of gating and playing a broken network."""
+    run = copy_of_run(chain, tmp_path / "run", ("round0", "value_games"), "01_*")  # 01 done already: the chain's
+    settings = ["lr=10", "warmup_steps=0", "optimizer=sgd", "head=design", "value_steps=0", "steps=20"]
+    settings += ["filters=4", "blocks=0", "batch_size=16"]  # as test_train_command_fails_when_training_stops
+    with pytest.raises(P.PipelineError, match="training stopped early: .*non-finite"):
+        P.run_pipeline("ci", run, overrides=[f"train.{s}" for s in settings], stop_before="03", progress=False)
+    assert (run / "train0" / "train_result.json").is_file() and not (run / "train0" / "gate.json").exists()
+    step = next(s for s in P.plan(P.load_profile("ci"), run) if s.notebook == "02_train")
+    assert not P.step_done(step)
+
+
+@pytest.mark.slow
+def test_a_round_its_gate_kept_out_is_not_played_on(chain, tmp_path):
+    """When round 1's gate keeps round 0's network, round 2 self-plays with round 0's: 04 plays the
+    network the pipeline gives it (the chain cannot show it: there the newest network is the best)."""
+    folders = ("round0", "value_games", "train0", "analysis0", "round1", "train1", "analysis1")
+    run = copy_of_run(chain, tmp_path / "run", folders)
+    gate = json.loads((run / "train1" / "gate.json").read_text())
+    (run / "train1" / "gate.json").write_text(json.dumps({**gate, "promoted": False}))
+    P.run_pipeline("ci", run, rounds=3, stop_before="02", progress=False, log=lambda line: None)
+    played = json.loads((run / "round2" / "selfplay.json").read_text())["network"]
+    assert played == str(checkpoint_path(run, 0).resolve()) != str(checkpoint_path(run, 1).resolve())
 
 
 @pytest.mark.slow

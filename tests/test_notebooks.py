@@ -460,10 +460,10 @@ def test_a_round_its_gate_kept_out_is_not_played_on(chain, tmp_path):
     network the pipeline gives it (the chain cannot show it: there the newest network is the best)."""
     folders = ("round0", "value_games", "train0", "analysis0", "round1", "train1", "analysis1")
     run = copy_of_run(chain, tmp_path / "run", folders)
-    gate = json.loads((run / "train1" / "gate.json").read_text())
-    (run / "train1" / "gate.json").write_text(json.dumps({**gate, "promoted": False}))
+    gate = run / "train1" / "gate.json"
+    gate.write_text(json.dumps({**read_json(gate), "promoted": False}))
     P.run_pipeline("ci", run, rounds=3, stop_before="02", progress=False, log=lambda line: None)
-    played = json.loads((run / "round2" / "selfplay.json").read_text())["network"]
+    played = read_json(run / "round2" / "selfplay.json")["network"]
     assert played == str(checkpoint_path(run, 0).resolve()) != str(checkpoint_path(run, 1).resolve())
 
 

@@ -65,6 +65,11 @@ def notebook_parameters(path: Path) -> dict[str, dict]:
     return pm.inspect_notebook(str(path))
 
 
+def notebook_defaults(path: Path) -> dict[str, Any]:
+    """The values of a notebook's parameters cell (literals)."""
+    return {name: eval(info["default"]) for name, info in notebook_parameters(path).items()}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_parameter_is_a_setting_of_its_type_with_help(path):
     nb = nbformat.read(path, as_version=4)
@@ -79,7 +84,7 @@ def test_every_parameter_is_a_setting_of_its_type_with_help(path):
         assert info["help"], f"{path.name}: {name} has no help comment"
         want = R.annotation(settings[name].type)
         assert info["inferred_type_name"] == want, f"{path.name}: {name} is annotated {info['inferred_type_name']}"
-    defaults = {name: eval(info["default"]) for name, info in params.items()}  # literals
+    defaults = notebook_defaults(path)
     R.build(R.section_of(path.stem), defaults)  # the defaults are valid settings
     index = nb.cells.index(tagged[0])
     assert f'notebook_settings("{path.stem}", globals())' in nb.cells[index + 1].source
@@ -349,9 +354,7 @@ def executed_settings(path: Path) -> tuple[str, Any]:
     and the parameters papermill injected, built as the notebook builds them."""
     stem = path.stem.split("-")[0]  # 02_train-round1 -> 02_train
     injected = nbformat.read(path, as_version=4).metadata["papermill"]["parameters"]
-    defaults = {
-        name: eval(info["default"]) for name, info in notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb").items()
-    }
+    defaults = notebook_defaults(ROOT / "notebooks" / f"{stem}.ipynb")
     section = R.section_of(stem)
     return section, R.build(section, {**defaults, **injected}, devices=False)
 

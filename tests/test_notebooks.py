@@ -5,6 +5,7 @@ commands. The installed wheel's round is in test_robustness.py, nbval in test_nb
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,9 +19,11 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from helpers import executed_without_errors
 
 from drmario.files import file_sha256
+from drmario.learn.checkpoint import read_checkpoint
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
 from drmario.learn.player import load_player
@@ -28,7 +31,7 @@ from drmario.play.shards import read_records
 from drmario.run import pipeline as P
 from drmario.run import profiles as R
 from drmario.run.cli import main
-from drmario.run.rounds import checkpoint_path
+from drmario.run.rounds import checkpoint_path, refit_checkpoint, trained_checkpoint
 from drmario.settings import SettingsError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -468,6 +471,27 @@ def test_a_round_its_gate_kept_out_is_not_played_on(chain, tmp_path):
     P.run_pipeline("ci", run, rounds=3, stop_before="02", progress=False, log=lambda line: None)
     played = read_json(run / "round2" / "selfplay.json")["network"]
     assert played == str(checkpoint_path(run, 0).resolve()) != str(checkpoint_path(run, 1).resolve())
+
+
+@pytest.mark.slow
+def test_02_run_again_with_more_steps_refits_the_values_again(chain, tmp_path):
+    """02 run again with more steps (as a user reruns it in Jupyter): its training goes on past its
+    values refit, so the refit, made on weights that are gone, is made again from the new weights
+    (the refit learns the value head only: every other weight is the new training's)."""
+    run = copy_of_run(chain, tmp_path / "run", ("round0", "value_games", "train0"), "0[12]_*")
+    step = next(s for s in P.plan(P.load_profile("ci"), run) if s.notebook == "02_train")
+    steps = step.parameters["steps"] + 20
+    step = dataclasses.replace(step, parameters={**step.parameters, "steps": steps})
+    P._execute(step, ROOT / "notebooks", P.child_env(), progress=False)
+    printed = "".join(o.get("text", "") for c in nbformat.read(step.output, 4).cells for o in c.get("outputs", []))
+    assert "the training went on after its values refit: refitting again" in printed
+    trained, refit = (read_checkpoint(path) for path in (trained_checkpoint(run, 0), refit_checkpoint(run, 0)))
+    assert trained["step"] == steps
+    value_head = ("pool.", "value_fc.")
+    assert [n for n, w in trained["model"].items() if not torch.equal(w, refit["model"][n])]  # it refitted
+    for name, weight in trained["model"].items():
+        if not name.startswith(value_head):
+            assert torch.equal(weight, refit["model"][name]), name
 
 
 @pytest.mark.slow

@@ -159,7 +159,14 @@ def test_every_round_plays_the_same_evaluation_games(tmp_path):
     assert table.loc[table["round"] < 0, "promoted"].isna().all()
     won = table[table["wins"] > 0]
     assert (won["ppv_low"] <= won["pills_per_virus"]).all() and (won["pills_per_virus"] <= won["ppv_high"]).all()
-    assert len(plot_rounds(table).axes) >= 4  # win rate and pills per virus at each level
+    fig = plot_rounds(table)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 4  # win rate and pills per virus at each level
+    for ax in panels:  # round 1's hollow marker is drawn over its filled one
+        hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
+        assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [1]
+        filled = [line for line in ax.lines if line.get_markerfacecolor() != "white"]
+        assert hollow[0].get_zorder() > max(line.get_zorder() for line in filled)
 
 
 def test_a_rounds_network_is_its_values_refit_once_there_is_one(tmp_path):

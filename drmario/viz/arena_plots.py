@@ -218,7 +218,8 @@ def plot_rounds(df: pd.DataFrame) -> Figure:
             ax.errorbar(rows["round"], rows[value], yerr=err, fmt="o", capsize=3, label=agent, **style)
             if "promoted" in rows.columns:
                 rejected = rows[rows["promoted"].eq(False)]  # None: not gated
-                ax.plot(rejected["round"], rejected[value], "o", mfc="white", color=style["color"])
+                # above the error bar's own filled marker (zorder 2.1), which would hide it
+                ax.plot(rejected["round"], rejected[value], "o", mfc="white", color=style["color"], zorder=3)
         for k, agent in enumerate(others, start=len(networks)):
             row = here[here["agent"] == agent]
             if len(row):

@@ -314,9 +314,14 @@ def arena_frame() -> pd.DataFrame:
 def test_arena_plot_and_table():
     df = arena_frame()
     fig = viz.plot_arena(df)
-    assert isinstance(fig, Figure) and len(fig.axes[0].lines) == 2 and png(fig)
     ax = fig.axes[0]
+    assert isinstance(fig, Figure) and [line.get_label() for line in ax.lines if line.get_marker() == "o"] == [
+        "random",
+        "greedy",
+    ]
+    assert png(fig)
     assert ax.get_xlabel() == "virus level" and "win rate" in ax.get_ylabel()
+    assert list(ax.get_xticks()) == [0, 5, 10]  # the levels played: dodged agents sit beside them
     assert "Wilson 95% interval" in [t.get_text() for t in ax.get_legend().get_texts()]  # the band is labelled
     fig = viz.plot_arena(df, metric=["win_rate", "ms_per_move"])
     assert [a.get_title() for a in fig.axes if a.get_visible()] == ["win rate (every virus cleared)", "ms per move"]
@@ -377,6 +382,9 @@ def test_every_plot_is_labelled(tmp_path):
         assert {"a", "b", "train (smoothed)", "train (raw)", "test"} <= set(legend_texts(fig))
     assert "train (raw)" not in legend_texts(viz.plot_curves(df))
     assert viz.plot_curves(df, log_scale=False).axes[0].get_ylabel() == "total loss (sum of the terms)"
+    fig = viz.plot_curves(df[df["split"] == "train"], terms=("loss", "lr"), x_label="decisions played")
+    assert [a.get_xlabel() for a in fig.axes if a.get_visible()] == ["decisions played"] * 2
+    assert "test" not in legend_texts(fig)  # no test rows, no test line
 
     arena = arena_frame()
     fig = viz.plot_arena(arena, ["win_rate", "cleared_fraction", "pills_per_virus", "topout_rate", "ms_per_move"])

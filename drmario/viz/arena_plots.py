@@ -69,11 +69,16 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
         if banded:
             low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
             err = np.clip([values - low, high - values], 0, None)
-            a.errorbar(levels, values, yerr=err, fmt="none", ecolor=style["color"], elinewidth=1.2, alpha=0.5)
+            a.errorbar(
+                levels, values, yerr=err, fmt="none", ecolor=style["color"], elinewidth=1.2, capsize=2, alpha=0.5
+            )
     if name in RATES:
         a.set_ylim(-0.02, 1.02)
         a.yaxis.set_major_formatter(PercentFormatter(1.0))
-    a.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(levels_all) <= 13:  # ticks at the levels played: agents sit beside them, not at other levels
+        a.set_xticks(levels_all.astype(int))
+    else:
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
     a.set_xlabel("virus level")
     a.set_ylabel(METRIC_AXES.get(name, name.replace("_", " ")))
     a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))

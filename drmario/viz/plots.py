@@ -51,13 +51,14 @@ X_LABELS = {
     "games": "training games played",
     "updates": "updates",
 }
-# ... and their terms (the losses are per example; the value terms are squared errors, relative to
-# the target for cleared and duration; the moves term is a cross-entropy in nats).
+# ... and their terms (the losses are per example; the value terms are squared errors, for cleared and
+# duration relative to the target or over 100, as the network's count_error says; the moves term is
+# a cross-entropy in nats).
 TERM_LABELS = {
     "loss": "total loss (sum of the terms)",
     "won": "won loss (ŵ − won)²",
-    "cleared": "cleared loss ((ĉ − c) / c)²",
-    "duration": "duration loss ((d̂ − d) / d)²",
+    "cleared": "cleared loss ((ĉ − c) / s)², s = c or 100",
+    "duration": "duration loss ((d̂ − d) / s)², s = d or 100",
     "moves": "moves loss: cross-entropy (nats)",
     "reg": "weight penalty c·‖θ‖²",
     "lr": "learning rate",
@@ -195,13 +196,15 @@ def plot_curves(
     log_scale: bool = True,
     x: str = "step",
     ax: Axes | Sequence[Axes] | None = None,
+    x_label: str | None = None,
 ) -> Figure:
     """Train and test curves per loss term (one panel each) and per run (one colour each).
 
     df: from `read_metrics` (a ``run`` column is optional). Train is a solid line, test dashed
     with markers. smoothing in [0, 1): EMA weight of the past (debiased, as in TensorBoard),
     applied to train only, with the raw train curve kept faint behind; test points are sparse and
-    would lag. log_scale: a log y axis for panels whose values are all positive.
+    would lag. log_scale: a log y axis for panels whose values are all positive. x_label: what the
+    x column counts, where it is not a training's (`X_LABELS`), e.g. a baseline's decisions.
     """
     terms = (terms,) if isinstance(terms, str) else tuple(terms)
     if not terms:
@@ -215,7 +218,8 @@ def plot_curves(
     runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
     for term, a in zip(terms, axes):
         _draw_curves(a, df, runs, term, x, smoothing, log_scale)
-    handles = _curve_legend(runs, smoothing > 0)
+        a.set_xlabel(x_label or X_LABELS.get(x, x.replace("_", " ")))
+    handles = _curve_legend(runs, smoothing > 0, tested=bool((df["split"] == "test").any()))
     if ax is None:
         fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
     else:
@@ -245,14 +249,13 @@ def _draw_curves(a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoot
     elif log_scale and positive:
         a.set_yscale("log")
     a.set_title(term)
-    a.set_xlabel(X_LABELS.get(x, x.replace("_", " ")))
     a.set_ylabel(TERM_LABELS.get(term, term.replace("_", " ")) + (", log scale" if a.get_yscale() == "log" else ""))
     a.grid(alpha=0.3, which="both" if log_scale else "major")
 
 
-def _curve_legend(runs: list, smoothed: bool = False) -> list:
-    """Legend handles of `plot_curves`: a colour per named run, then the train and test styles (and
-    the faint raw train curve behind a smoothed one)."""
+def _curve_legend(runs: list, smoothed: bool = False, tested: bool = True) -> list:
+    """Legend handles of `plot_curves`: a colour per named run, then the train and (if tested) test
+    styles, and the faint raw train curve behind a smoothed one."""
     from matplotlib.lines import Line2D
 
     handles = [
@@ -261,7 +264,8 @@ def _curve_legend(runs: list, smoothed: bool = False) -> list:
     handles.append(Line2D([], [], color="grey", ls="-", label="train (smoothed)" if smoothed else "train"))
     if smoothed:
         handles.append(Line2D([], [], color="grey", ls="-", alpha=0.25, lw=0.8, label="train (raw)"))
-    handles.append(Line2D([], [], color="grey", ls="--", marker="o", ms=3, label="test"))
+    if tested:
+        handles.append(Line2D([], [], color="grey", ls="--", marker="o", ms=3, label="test"))
     return handles
 
 

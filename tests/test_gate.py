@@ -96,6 +96,30 @@ def test_as_many_wins_but_more_pills_per_virus_is_refused():
     assert compare(noise, old).promoted
 
 
+def test_a_gate_with_no_game_both_won_says_the_pills_were_not_compared():
+    old = records([False] * 10, [30] * 10)
+    result = compare(records([False] * 9 + [True], [30] * 10), old)
+    assert result.promoted and result.both_won == 0 and np.isnan(result.ppv_diff)
+    assert result.reason == "wins at least as many games (1 against 0); none won by both: pills not compared"
+    assert compare(old, old).reason == "wins at least as many games (0 against 0); none won by both: pills not compared"
+
+
+def test_the_gates_table_shows_each_decision_and_its_figures():
+    from drmario.viz import gates_table
+
+    old = records([True] * 45 + [False] * 5, [160] * 50)
+    first = {"round": 0, "network": "train0/checkpoints/latest.pt", "against": None, "promoted": True}
+    first |= {"reason": "the first network: nothing to beat", "wins": 45, "games": 50}
+    second = {"round": 1, "network": "train1/checkpoints/latest.pt", "against": 0}
+    second |= compare(records([True] * 44 + [False] * 6, [120] * 50), old).to_dict()
+    table = gates_table([first, second]).data
+    assert list(table.loc[0, ["against", "promoted", "wins", "McNemar p"]]) == ["-", "yes", "45 of 50", "-"]
+    row = table.loc[1]
+    assert list(row[["against", "promoted", "wins", "McNemar p"]]) == ["round 0", "no", "44 vs 45 of 50", "1"]
+    assert row["pills per virus, games both won"] == "1.43 vs 1.90" and row["new − old [95%]"].startswith("-0.48 [")
+    assert row["reason"] == "wins fewer games (44 against 45)"
+
+
 def test_wins_first_promotes_more_wins_whatever_the_pills():
     rng = np.random.default_rng(2)
     base = rng.integers(140, 180, 50)

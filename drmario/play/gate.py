@@ -145,14 +145,17 @@ def compare(
     worse_p = sign_flip_p(diffs)
     b, c = int((new_won & ~old_won).sum()), int((old_won & ~new_won).sum())
     new_wins, old_wins = int(new_won.sum()), int(old_won.sum())
+    wins = f"{new_wins} against {old_wins}"
     if new_wins < old_wins:
-        promoted, reason = False, f"wins fewer games ({new_wins} against {old_wins})"
+        promoted, reason = False, f"wins fewer games ({wins})"
     elif new_wins > old_wins and rule == "wins-first":
-        promoted, reason = True, f"wins more games ({new_wins} against {old_wins}; rule wins-first: pills not weighed)"
+        promoted, reason = True, f"wins more games ({wins}; rule wins-first: pills not weighed)"
     elif worse_p < alpha:
         promoted, reason = False, f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
+    elif not both.any():  # no pills to weigh: the wins alone decide
+        promoted, reason = True, f"wins at least as many games ({wins}); none won by both: pills not compared"
     else:
-        promoted, reason = True, "wins at least as many games and does not use significantly more pills per virus"
+        promoted, reason = True, f"wins at least as many games ({wins}), not significantly more pills per virus"
     return GateResult(
         promoted=promoted,
         reason=reason,

@@ -1,12 +1,12 @@
 """Pictures for notebooks: boards, move-probability heatmaps, game replays, training curves, arena,
-leaderboard, rounds and calibration plots (design section 4), and a game a person plays beside an agent.
+leaderboard, rounds, gates and calibration plots (design section 4), and a game a person plays beside an agent.
 
 Every function returns something Jupyter shows inline (an object with ``_repr_svg_`` or
 ``_repr_html_``, an ipywidgets UI, or a matplotlib Figure) and also runs headless, so CI executes
 each picture once in a plain cell. Import this package; matplotlib and ipywidgets load on first use.
 """
 
-from drmario.viz.arena_plots import arena_table, plot_arena, plot_leaderboard, plot_rounds
+from drmario.viz.arena_plots import arena_table, gates_table, plot_arena, plot_leaderboard, plot_rounds
 from drmario.viz.boards import (
     ORIENTATION,
     board_row,
@@ -36,6 +36,7 @@ __all__ = [
     "compare_heatmaps",
     "curve_explorer",
     "example_title",
+    "gates_table",
     "move_heatmap",
     "outcome_text",
     "play_widget",

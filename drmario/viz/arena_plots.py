@@ -1,9 +1,9 @@
 """Arena plots and tables: win rates by level with Wilson 95% intervals, the leaderboard across
-agents and runs, the rounds of a run, and the styled arena table."""
+agents and runs, the rounds of a run and their gates, and the styled arena table."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -192,6 +192,47 @@ def arena_table(df: pd.DataFrame) -> Styler:
     return styler.set_caption(
         "Arena: one row per level and agent; win rate = every virus cleared, with its Wilson 95% interval "
         "(ci_low, ci_high); bold: the best win rate at the level"
+    )
+
+
+def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
+    """The gates' decisions as a styled table, a row per round: the network, the round it was played
+    against, the decision, both networks' wins on the gating games with McNemar's p, the pills per
+    virus on the games both won and the paired difference's 95% interval, and the reason in full.
+    gates: `drmario.run.rounds.gate_table`, or [`gate_round`'s record]."""
+    import pandas as pd
+
+    def ppv(g: Mapping[str, Any]) -> tuple[str, str]:
+        if not g.get("both_won"):
+            return "-", "-"
+        diff = f"{g['ppv_diff']:+.2f} [{g['ppv_diff_low']:+.2f}, {g['ppv_diff_high']:+.2f}]"
+        return f"{g['new_ppv']:.2f} vs {g['old_ppv']:.2f}", diff
+
+    rows = []
+    for g in gates:
+        first = g.get("against") is None  # the first network has nothing to beat
+        wins = f"{g['wins']} of {g['games']}" if first else f"{g['new_wins']} vs {g['old_wins']} of {g['games']}"
+        pills, diff = ("-", "-") if first else ppv(g)
+        rows.append(
+            {
+                "round": g["round"],
+                "network": g["network"],
+                "against": "-" if first else f"round {g['against']}",
+                "promoted": "yes" if g["promoted"] else "no",
+                "wins": wins,
+                "McNemar p": "-" if first else f"{g['wins_p']:.3g}",
+                "pills per virus, games both won": pills,
+                "new − old [95%]": diff,
+                "reason": g["reason"],
+            }
+        )
+    table = pd.DataFrame(
+        rows,
+        columns=["round", "network", "against", "promoted", "wins", "McNemar p"]
+        + ["pills per virus, games both won", "new − old [95%]", "reason"],
+    )
+    return table.set_index("round").style.set_caption(
+        "Gates: each round's network against the best before it on the same gating games (paired)"
     )
 
 

@@ -252,11 +252,14 @@ def test_rounds_table_has_a_kl_for_network_rounds_and_none_for_round_zero(tmp_pa
     base = dict(games=2, levels=[0], seed=4, games_per_shard=2, max_pills=30, workers=1)
     generate(SelfPlayConfig(**base, search=SearchConfig(mode="expert")), tmp_path / "run" / "round0", progress=False)
     search = SearchConfig(mode="puct", simulations=4)
-    generate(SelfPlayConfig(**base, network=str(ckpt), search=search), tmp_path / "run" / "round1", progress=False)
+    dagger = SelfPlayConfig(**base, network=str(ckpt), search=search, labels="expert")
+    generate(dagger, tmp_path / "run" / "round1", progress=False)
     mcts = SearchConfig(mode="round0", simulations=8)
     generate(SelfPlayConfig(**base, search=mcts), tmp_path / "run" / "round2", progress=False)
     table = selfplay_rounds_table(tmp_path / "run")
     assert list(table.index) == [0, 1, 2] and table.loc[1, "games"] == 2
+    searches = ["expert, depth 2", "puct, 4 simulations; the expert's labels", "round0, 8 simulations"]
+    assert list(table["search"]) == searches
     assert np.isnan(table.loc[0, "search_kl"]) and table.loc[1, "search_kl"] > 0 and np.isnan(table.loc[2, "search_kl"])
 
 

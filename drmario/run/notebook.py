@@ -305,11 +305,12 @@ def replay_with_search(
 
 def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
     """One row per self-play round found in run_dir: games, positions, wins, top outs, stalemates,
-    viruses cleared, pills per virus, the mean KL(target || prior) (NaN for the expert, which has no prior) and
-    the search that made it."""
+    viruses cleared, pills per virus, the mean KL(target || prior) (NaN for the expert, which has no prior),
+    the search that played it (and whose targets it learns, unless the expert labelled its positions)."""
     import pandas as pd
 
     from drmario.play.selfplay import summary
+    from drmario.search.config import SearchConfig
 
     rows = []
     k = 0
@@ -318,8 +319,8 @@ def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
         settings = json.loads((round_dir(run_dir, k) / "selfplay.json").read_text())
         if not table.empty:
             row = table.loc["all"].to_dict()
-            search = settings["search"]
-            row["search"] = f"{search['mode']}, {search['simulations']} simulations"
+            search = SearchConfig.from_dict(settings["search"]).summary
+            row["search"] = search + ("; the expert's labels" if settings.get("labels") == "expert" else "")
             network = settings.get("network")
             row["network"] = in_run(network).removesuffix("/checkpoints/latest.pt") if network else "-"
             rows.append({"round": k, **row})

@@ -51,6 +51,13 @@ class SearchConfig(Settings):
     def needs_network(self) -> bool:
         return self.mode not in NO_NETWORK
 
+    @property
+    def summary(self) -> str:
+        """The search in a few words: "expert, depth 2", "gumbel, 8 simulations"."""
+        if self.mode == "expert":
+            return f"expert, depth {self.expert.depth}"
+        return f"{self.mode}, {self.simulations} simulations"
+
     def _function(self) -> Callable[..., Any]:
         """The mode's function with this config's settings bound."""
         tree: dict[str, Any] = {"simulations": self.simulations, "utility": self.utility, "pill_probs": self.pill_probs}

@@ -161,12 +161,14 @@ def _heatmap_parts(
     top: int,
     chosen: Move | None,
     cell: int,
-) -> tuple[list[str], str]:
-    """The 4 rotation boards of a heatmap and its caption line."""
+) -> tuple[list[str], str, str]:
+    """The 4 rotation boards of a heatmap, its caption line and its colour scale (as the numbers
+    say: a same-colour placement's shade is both of its planes' mass)."""
     m = as_moves_array(moves)
     legal = _legal(board, pill, legal)
-    peak, total = m.max(), m.sum()
-    overlay = m / peak if peak > 0 else m
+    shown = np.concatenate([_placement_mass(pill, m)] * 2) if pill.same_colour else m
+    peak, total = shown.max(), m.sum()
+    overlay = shown / peak if peak > 0 else shown
     best = top_moves(board, pill, m, legal, top)
     labels: list[dict[tuple[int, int], str]] = [{} for _ in range(4)]
     for k, (mv, _) in enumerate(best, 1):
@@ -199,11 +201,14 @@ def _heatmap_parts(
     if chosen is not None:
         notes.append(f"chosen r={chosen[0]} x={chosen[1]} y={chosen[2]} {move_share(pill, m, Move(*chosen)):.1%}")
     if paired:
-        notes.append("same-colour pill: planes r and r+2 are equal, each holding half a placement's mass")
+        notes.append("same-colour pill: planes r and r+2 are equal, one placement; shades and numbers add both")
     elif pill.same_colour:
-        notes.append("same-colour pill, yet planes r and r+2 differ (not symmetrised); numbers add both")
+        notes.append("same-colour pill, yet planes r and r+2 differ (not symmetrised); shades and numbers add both")
     caption = f"pill {pill} · " + " · ".join(notes)
-    return svgs, caption
+    if total <= 0:
+        return svgs, caption, ""  # no mass: nothing to scale
+    scale = colour_scale(float(peak / total), min(320, 4 * (8 * cell + 16)))
+    return svgs, caption, f'<div style="margin:2px 0">{scale}</div>'
 
 
 def colour_scale(peak_share: float, width: int = 240, steps: int = 24) -> str:
@@ -234,14 +239,6 @@ def colour_scale(peak_share: float, width: int = 240, steps: int = 24) -> str:
     return "".join(out)
 
 
-def _scale_html(moves: np.ndarray, width: int) -> str:
-    """The colour scale of a heatmap of moves (nothing when the array has no mass)."""
-    total = float(moves.sum())
-    if total <= 0:
-        return ""
-    return f'<div style="margin:2px 0">{colour_scale(float(moves.max()) / total, width)}</div>'
-
-
 def move_heatmap(
     board: Board,
     pill: Pill,
@@ -262,8 +259,8 @@ def move_heatmap(
     Each board shows the pill turned as in its plane above the bottle. A colour scale below gives
     the shading's numbers (shares of the total mass).
     """
-    svgs, caption = _heatmap_parts(board, pill, moves, legal, top, chosen, cell)
-    html = html_row(svgs, title=title) + _scale_html(as_moves_array(moves), min(320, 4 * (8 * cell + 16)))
+    svgs, caption, scale = _heatmap_parts(board, pill, moves, legal, top, chosen, cell)
+    html = html_row(svgs, title=title) + scale
     html += f'<div style="font-size:12px;margin:2px 0 6px">{escape(caption)}</div>'
     return HTMLView(f"<div>{html}</div>", svgs)
 
@@ -291,13 +288,13 @@ def compare_heatmaps(
     first_name, first = next(iter(arrays.items()))
     blocks, svgs = [], []
     for name, m in arrays.items():
-        parts, caption = _heatmap_parts(board, pill, m, legal, top, chosen, cell)
+        parts, caption, scale = _heatmap_parts(board, pill, m, legal, top, chosen, cell)
         if m is not first and m.sum() > 0 and first.sum() > 0:
             overlap = np.minimum(m / m.sum(), first / first.sum()).sum()
             caption += f" · overlap with {first_name} {overlap:.2f}"
         svgs += parts
         blocks.append(
-            f"<div>{html_row(parts, title=name)}{_scale_html(m, min(320, 4 * (8 * cell + 16)))}"
+            f"<div>{html_row(parts, title=name)}{scale}"
             f'<div style="font-size:12px;margin:2px 0 6px;max-width:{4 * (8 * cell + 16)}px">{escape(caption)}</div>'
             "</div>"
         )

@@ -62,6 +62,28 @@ def test_earlier_results_reuse_the_games_of_players_without_a_network(tmp_path):
     assert N.earlier_results(tmp_path, 0, ["greedy"])[2] == ["greedy"]  # round 0 has no earlier round
 
 
+def test_the_worst_predicted_positions_are_ranked_by_the_networks_own_loss():
+    import numpy as np
+    import torch
+
+    from drmario.learn.player import Player
+
+    game = dm.Game(8, 0)
+    while not game.over:
+        game.play(game.legal_moves()[0])
+    positions, table = N.played_positions([game.record()])
+    for count_error in ("scaled", "relative"):
+        torch.manual_seed(0)
+        player = Player(DrMarioNet(NetConfig(filters=4, blocks=1, count_error=count_error)).eval())
+        errors, moves = N.network_errors(player, positions, table)
+        assert moves.shape == (len(table), 4, 8, 16) and errors["pred_duration"].dtype == np.float64
+        scale = table["duration"].clip(lower=1) if count_error == "relative" else 100.0
+        expected = ((errors["pred_duration"] - table["duration"]) / scale) ** 2
+        assert np.allclose(errors["err_duration"], expected) and not np.allclose(errors["err_duration"], 0)
+        terms = errors[["err_won", "err_cleared", "err_duration"]].sum(axis=1)
+        assert np.allclose(errors["err_value"], terms)
+
+
 NOT_DQN = ("learning_starts", "eps_decay_steps", "log_every", "checkpoint_every", "device")  # what dqn_run sets
 
 

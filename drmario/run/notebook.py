@@ -264,14 +264,20 @@ def predict(player: Player, positions: Leaves):
 
 def network_errors(player: Player, positions: Leaves, table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """The network's predictions at played positions beside what followed (`played_positions`),
-    with each value term of the loss per position (err_won, err_cleared, err_duration and their
-    sum err_value). Returns (table, moves float[N, 4, 8, 16] masked to legal moves)."""
+    with each value term of its training's loss per position (err_won, err_cleared, err_duration,
+    the counts' errors scaled as its count_error says, and their sum err_value). Returns (table,
+    moves float[N, 4, 8, 16] masked to legal moves)."""
+    from drmario.learn.loss import COUNT_SCALE
+
     pred = predict(player, positions)
     out = table.copy()
-    out["pred_won"], out["pred_cleared"], out["pred_duration"] = pred.won, pred.cleared, pred.duration
+    for term in ("won", "cleared", "duration"):  # float64: no float32 digits in the tables
+        out[f"pred_{term}"] = getattr(pred, term).astype(np.float64)
     out["err_won"] = (out["pred_won"] - out["won"]) ** 2
+    relative = player.config.count_error == "relative"
     for term in ("cleared", "duration"):
-        out[f"err_{term}"] = ((out[f"pred_{term}"] - out[term]) / out[term].clip(lower=1)) ** 2
+        scale = out[term].clip(lower=1) if relative else COUNT_SCALE
+        out[f"err_{term}"] = ((out[f"pred_{term}"] - out[term]) / scale) ** 2
     out["err_value"] = out["err_won"] + out["err_cleared"] + out["err_duration"]
     return out, pred.moves
 

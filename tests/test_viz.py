@@ -102,6 +102,24 @@ def test_board_view_and_row(record):
         viz.board_row([game], captions=["a", "b"])
 
 
+def test_a_loose_pill_half_is_not_drawn_as_a_virus():
+    from drmario.engine import kernels as K
+    from drmario.engine.svg import board_svg
+
+    def pieces(shape: int) -> tuple[int, list[tuple[float, float]]]:
+        """A board of one red piece of this shape: its circles, and its rounded squares' (rx, width)."""
+        cells = np.zeros((8, 16), np.uint8)
+        cells[3, 8] = (shape << 2) | int(dm.Colour.RED)
+        svg = board_svg(cells, cell=20)
+        rects = re.findall(r'<rect [^>]*width="([\d.]+)"[^>]*rx="([\d.]+)"', svg)
+        return svg.count("<circle"), [(float(rx), float(w)) for w, rx in rects if float(w) < 20]  # not the bottle
+
+    circles, rounded = pieces(K.VIRUS)
+    assert circles == 3 and not rounded  # round, with two eyes
+    circles, rounded = pieces(K.DISCONNECTED)
+    assert circles == 0 and len(rounded) == 1 and rounded[0][0] < 0.4 * rounded[0][1]  # a square, not a disc
+
+
 def test_heatmap_numbers_top_legal_moves_and_outlines_legal_cells(position):
     board, pill = position
     legal = dm.legal_mask(board, pill)

@@ -36,7 +36,7 @@ def _piece(out: list[str], px: float, py: float, size: float, colour: int, shape
         for dx in (-0.13, 0.13):  # eyes make viruses tell apart from pill halves at a glance
             out.append(f'<circle cx="{cx + dx * size}" cy="{cy - 0.06 * size}" r="{size * 0.07}" fill="#fff"/>')
         return
-    rx = size * (0.45 if shape == K.DISCONNECTED else 0.3)
+    rx = size * 0.3  # a loose half too: a rounded square, where a virus is round
     out.append(f'<rect x="{px + m}" y="{py + m}" width="{size - 2 * m}" height="{size - 2 * m}" rx="{rx}" {style}/>')
     # Square off the side facing the partner so a pill reads as one piece.
     h = size / 2

@@ -343,10 +343,10 @@ def test_arena_plot_and_table():
     assert "Wilson 95% interval" in [t.get_text() for t in ax.get_legend().get_texts()]  # the band is labelled
     fig = viz.plot_arena(df, metric=["win_rate", "ms_per_move"])
     assert [a.get_title() for a in fig.axes if a.get_visible()] == ["win rate (every virus cleared)", "ms per move"]
-    styler = viz.arena_table(df)
+    styler = viz.arena_table(df.assign(frames_median=np.nan))  # no NES timing: no frames column
     assert type(styler).__name__ == "Styler"
     html = styler.to_html()
-    assert "font-weight: bold" in html and "100.0%" in html and "Wilson" in html
+    assert "font-weight: bold" in html and "100.0%" in html and "Wilson" in html and "frames_median" not in html
     with pytest.raises(ValueError, match="missing column"):
         viz.plot_arena(df.drop(columns="win_rate"))
 
@@ -363,6 +363,8 @@ def test_plot_calibration():
     outer = Figure()
     assert viz.plot_calibration(p, actual, "won", strategy="quantile", ax=outer.subplots()) is outer
     assert png(viz.plot_calibration(np.ones(10), np.ones(10), "cleared"))
+    near = viz.plot_calibration(0.999 + rng.uniform(0, 0.001, 500), actual, "won", bins=8)  # one value, nearly
+    assert sum(b.get_height() > 0 for b in near.axes[1].patches) == 1 and "one bin" in near.axes[0].texts[-1].get_text()
     assert png(viz.plot_calibration([], [], "duration"))
     with pytest.raises(ValueError, match="differ in length"):
         viz.plot_calibration([1, 2], [1], "won")

@@ -173,10 +173,11 @@ def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
 
 def arena_table(df: pd.DataFrame) -> Styler:
     """The arena results as a styled table: rows by level then agent, rates in percent, the win rate
-    shaded, and the best win rate at each level in bold."""
+    shaded, and the best win rate at each level in bold; columns with no value are left out."""
     _check_columns(df, ("agent", "level"), "arena_table")
     columns = [c for c in ARENA_COLUMNS if c in df.columns and c not in ("agent", "level")]
     columns += [c for c in df.columns if c not in ARENA_COLUMNS]
+    columns = [c for c in columns if df[c].notna().any()]  # e.g. frames without NES timing: a column of "-"
     table = df.sort_values(["level", "agent"], kind="stable").set_index(["level", "agent"])[columns]
     formats = {c: "{:.1%}" for c in (*RATES, "ci_low", "ci_high", "cleared_fraction")}
     formats.update(games="{:,.0f}", wins="{:,.0f}", pills_per_virus="{:.2f}", ms_per_move="{:.2f}")

@@ -397,6 +397,9 @@ def plot_calibration(
         top.text(0.5, 0.5, "no data", ha="center", va="center", transform=top.transAxes, color="grey")
         top.set_title(name)
         return fig
+    if np.ptp(p) < 0.01 * np.ptp(a):  # a near-constant output: bins would stack on one point
+        bins = 1
+        top.text(0.98, 0.04, f"predictions all within {np.ptp(p):.2g}: one bin", ha="right", transform=top.transAxes)
     edges = _calibration_edges(p, bins, strategy)
     counts, mean_p, mean_a, se = _binned_means(p, a, edges)
     filled = counts > 0

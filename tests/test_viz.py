@@ -142,6 +142,10 @@ def test_heatmap_numbers_top_legal_moves_and_outlines_legal_cells(position):
         assert str(k) in labels(view.svgs[r])
     assert "illegal moves hold" in view.html
     assert "r=1 R under L" in view.svgs[1] and "r=2 [R L]" in view.svgs[2]
+    # Coordinates to read the caption's (r, x, y) by: x under the columns, y beside the rows.
+    coordinates = re.findall(r'<text class="coordinate"[^>]*>(\d+)</text>', view.svgs[0])
+    assert coordinates == [str(x) for x in range(8)] + [str(y) for y in range(16)]
+    assert 'class="coordinate"' not in viz.board_view(board).svg
 
 
 def test_heatmap_same_colour_and_few_moves(position):

@@ -92,6 +92,7 @@ def board_svg(
     cell: int = 18,
     title: str | None = None,
     pill_r: int | None = None,
+    coordinates: bool = False,
 ) -> str:
     """An SVG picture of a board, cells uint8[8, 16] (`Board.cells`).
 
@@ -101,15 +102,19 @@ def board_svg(
     that many clockwise quarter-turns instead, in a strip two cells high whatever r is (so the four
     rotation boards of a heatmap line up).
     ghost: a (pill, move) drawn translucent. labels: small text per cell, e.g. {(x, y): "1"}.
+    coordinates: the column numbers x below the bottle and the row numbers y (0 at the bottom) left
+    of it, for reading moves written as (r, x, y).
 
     The root element carries ``data-board`` (the maryodel board string) so a picture can be traced
     back to its board; outlines, labels and the ghost carry a ``class`` for the same reason.
     """
     _check_cells(cells)
     strip = 4 if pill is None else (cell + 8 if pill_r is None else 2 * cell + 8)
-    frame = _Frame(cell, 4, strip + (16 if title else 0))
+    frame = _Frame(cell, 4, strip + (16 if title else 0), max(10, round(0.9 * cell)) if coordinates else 0)
     out = _open_svg(frame, cells, title)
     _draw_grid(out, frame, overlay)
+    if coordinates:
+        _draw_coordinates(out, frame)
     for x, y in zip(*np.nonzero(cells)):
         c = int(cells[x, y])
         _piece(out, *frame.xy(int(x), int(y)), cell, c & 3, c >> 2)
@@ -128,23 +133,25 @@ def board_svg(
 
 
 class _Frame(NamedTuple):
-    """Where a board picture's cells lie: cell size, padding, and the height above the bottle."""
+    """Where a board picture's cells lie: cell size, padding, the height above the bottle, and the
+    room for coordinates left of it and below it."""
 
     cell: int
     pad: int
     top: int
+    axes: int = 0
 
     @property
     def width(self) -> int:
-        return K.WIDTH * self.cell + 2 * self.pad
+        return K.WIDTH * self.cell + 2 * self.pad + self.axes
 
     @property
     def height(self) -> int:
-        return K.HEIGHT * self.cell + self.top + self.pad
+        return K.HEIGHT * self.cell + self.top + self.pad + self.axes
 
     def xy(self, x: float, y: float) -> tuple[float, float]:
         """The top-left corner of board cell (x, y) (y counts up from the bottom row)."""
-        return self.pad + x * self.cell, self.top + (K.HEIGHT - 1 - y) * self.cell
+        return self.pad + self.axes + x * self.cell, self.top + (K.HEIGHT - 1 - y) * self.cell
 
 
 def _open_svg(frame: _Frame, cells: np.ndarray, title: str | None) -> list[str]:
@@ -172,6 +179,19 @@ def _draw_grid(out: list[str], frame: _Frame, overlay: np.ndarray | None) -> Non
             out.append(f'<rect x="{px}" y="{py}" width="{cell}" height="{cell}" fill="{fill}" stroke="#2e2e38"/>')
 
 
+def _draw_coordinates(out: list[str], frame: _Frame) -> None:
+    """x under each column, y left of each row."""
+    cell = frame.cell
+    size = max(7, round(0.55 * cell))
+    style = f'class="coordinate" font-size="{size}" fill="#aaa" text-anchor'
+    below = frame.top + K.HEIGHT * cell + frame.axes - 2
+    for x in range(K.WIDTH):
+        out.append(f'<text {style}="middle" x="{frame.xy(x, 0)[0] + cell / 2}" y="{below}">{x}</text>')
+    for y in range(K.HEIGHT):
+        left, top = frame.xy(0, y)
+        out.append(f'<text {style}="end" x="{left - 2}" y="{top + (cell + size) / 2 - 1}">{y}</text>')
+
+
 def _draw_outline(out: list[str], frame: _Frame, outline: np.ndarray) -> None:
     cell = frame.cell
     for x, y in zip(*np.nonzero(outline)):
@@ -195,11 +215,11 @@ def _draw_labels(out: list[str], frame: _Frame, labels: dict[tuple[int, int], st
 
 def _draw_pill(out: list[str], frame: _Frame, pill: PillLike, pill_r: int | None) -> None:
     """The pill to place, above the bottle: in its spawn form, or turned pill_r quarter-turns."""
-    cell, pad, top = frame
+    cell, top, left = frame.cell, frame.top, frame.xy(0, 0)[0]
     if pill_r is None:
         py = top - cell - 4
         for i, colour in enumerate(pill):
-            px = pad + (K.SPAWN_X + i) * cell
+            px = left + (K.SPAWN_X + i) * cell
             out.append(
                 f'<rect x="{px + 1}" y="{py}" width="{cell - 2}" height="{cell - 2}" rx="{cell * 0.3}" '
                 f'fill="{COLOURS[int(colour)]}" stroke="{DARK[int(colour)]}"/>'
@@ -207,4 +227,4 @@ def _draw_pill(out: list[str], frame: _Frame, pill: PillLike, pill_r: int | None
         return
     # The turned pill's cells, as if placed with its bottom-left half at the spawn cell.
     for x, y, colour, shape in _pill_pieces(pill, pill_r % 4, 0, 0):
-        _piece(out, pad + (K.SPAWN_X + x) * cell, top - 4 - (y + 1) * cell, cell, colour, shape)
+        _piece(out, left + (K.SPAWN_X + x) * cell, top - 4 - (y + 1) * cell, cell, colour, shape)

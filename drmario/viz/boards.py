@@ -189,6 +189,7 @@ def _heatmap_parts(
                 labels=labels[r],
                 cell=cell,
                 title=name,
+                coordinates=True,  # the caption gives moves as (r, x, y)
             )
         )
     if total <= 0:

@@ -209,18 +209,19 @@ class PlaySession:
     def _your_svg(self, cell: int) -> str:
         game = self.you
         if self.you_done:
-            return board_svg(game.board.cells, cell=cell, title="you")
+            return board_svg(game.board.cells, cell=cell, title="you", coordinates=True)
         sel = self.selected
         outline = legal_mask(game.board, game.pill)[sel.r] if sel is not None else None
         ghost = (game.pill, sel) if sel is not None else None
         return board_svg(
             game.board.cells,
             pill=game.pill,
-            pill_r=sel.r if sel is not None else None,
+            pill_r=sel.r if sel is not None else 0,  # a strip two cells high, as the agent's: the bottles level
             outline=outline,
             ghost=ghost,
             cell=cell,
             title=f"you: pill {game.pills_used + 1}",
+            coordinates=True,  # the column buttons' numbers
         )
 
     def _agent_svg(self, cell: int) -> str:
@@ -237,7 +238,10 @@ class PlaySession:
                 outline[x, y + 1] = True
         pill = None if self.agent_done else game.pill
         name = self.agent.name if self.agent is not None else "agent"
-        return board_svg(game.board.cells, pill=pill, outline=outline, cell=cell, title=name)
+        pill_r = None if pill is None else 0
+        return board_svg(
+            game.board.cells, pill=pill, pill_r=pill_r, outline=outline, cell=cell, title=name, coordinates=True
+        )
 
 
 def play_widget(

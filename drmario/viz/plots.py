@@ -271,7 +271,7 @@ def _curve_legend(runs: list, smoothed: bool = False, tested: bool = True) -> li
 
 def _figure_png(fig: Figure, dpi: int = 90) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")  # no label cut at the edge
     return buf.getvalue()
 
 

@@ -9,6 +9,7 @@ import re
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from test_net import real_examples
@@ -391,6 +392,9 @@ def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, ex
     refit = train(tiny(steps=10, lr=0.01, init=str(first.checkpoint), learn="values"), tmp_path / "values", examples)
     ended = read_checkpoint(refit.checkpoint)["model"]
     value_head = ("pool.", "value_fc.")
+    tests = pd.read_csv(tmp_path / "values" / "metrics.csv").query("split == 'test'")
+    assert tests["step"].iloc[0] == 0 and tests["step"].iloc[-1] == 10  # where the refit began, and ended
+    assert (pd.read_csv(tmp_path / "first" / "metrics.csv").query("split == 'test'")["step"] > 0).all()  # no init
     changed = {name for name in started if not torch.equal(started[name], ended[name])}
     assert changed and all(name.startswith(value_head) for name in changed)  # batch-norm statistics included
     assert any(name.startswith("value_fc.") for name in changed)

@@ -493,14 +493,25 @@ class Trainer:
         )
         return losses
 
+    def _test(self, lr: float) -> None:
+        """A test row: the loss terms on the whole held-out set (on rank 0; none without one)."""
+        if self.rank != 0 or self.test_dev is None:
+            return
+        t = time.perf_counter()
+        terms = evaluate(self.model, self.test_dev, self.cfg, self.device).tolist()
+        self.last_test = self._row("test", terms, lr, len(self.test_dev) / max(time.perf_counter() - t, 1e-9))
+
     def run(self, until: int | None = None) -> TrainResult:
         """Train up to step `until` (default cfg.steps). Logs every cfg.log_every steps and at the
-        end, evaluates every eval_every, checkpoints every checkpoint_every and at the end. The
-        loop is kept whole, top to bottom, so one reading shows what a step does."""
+        end, evaluates every eval_every (and at step 0 when it starts from `init`'s weights, so the
+        curves show where a warm start or a values refit began), checkpoints every checkpoint_every
+        and at the end. The loop is kept whole, top to bottom, so one reading shows what a step does."""
         if self.train_dev is None:
             raise ValueError("Trainer.run needs data: call set_data first")
         cfg, device, model, opt, sched = self.cfg, self.device, self.model, self.opt, self.sched
         until = cfg.steps if until is None else until
+        if self.step == 0 and cfg.init:
+            self._test(opt.param_groups[0]["lr"])
         B = cfg.batch_size
         window = torch.zeros(cfg.log_every, len(TERMS), device=device)  # this log window's per-step terms
         window_steps: list[int] = []
@@ -567,10 +578,8 @@ class Trainer:
                 break
             if due_eval or due_ckpt:
                 t = time.perf_counter()
-                if due_eval and self.rank == 0 and self.test_dev is not None:
-                    test_terms = evaluate(model, self.test_dev, cfg, device).tolist()
-                    rate = len(self.test_dev) / max(time.perf_counter() - t, 1e-9)
-                    self.last_test = self._row("test", test_terms, lr, rate)
+                if due_eval:
+                    self._test(lr)
                 if due_ckpt:
                     self.checkpoint()
                 paused += time.perf_counter() - t

@@ -23,6 +23,11 @@ def test_settings_table_names_nested_settings_by_dotted_paths():
         "search.levels": "[0, 4]",
         "search.cap": "None",
     }
+    search = {"mode": "expert", "expert": {"depth": 2}, "gumbel": {"m": 16}, "round0": {"rollouts": 1}}
+    assert N.settings_table({"search": search})["value"].to_dict() == {
+        "search.mode": "expert",
+        "search.expert.depth": "2",
+    }
 
 
 def test_training_steps_of_a_training_and_of_a_values_refit(tmp_path):

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import numpy as np
 
@@ -34,15 +34,20 @@ T = TypeVar("T")
 
 
 def settings_table(settings: Mapping[str, Any]) -> pd.DataFrame:
-    """Nested settings (a config's to_dict()) as a one-column table with dotted names."""
+    """Nested settings (a config's to_dict()) as a one-column table with dotted names; a search's
+    settings of the modes it does not use are left out."""
     import pandas as pd
+
+    from drmario.search.config import Mode
 
     rows: dict[str, str] = {}
 
     def walk(d: Mapping[str, Any], prefix: str) -> None:
+        unused = set(get_args(Mode)) - {d["mode"]} if d.get("mode") in get_args(Mode) else set()
         for key, value in d.items():
             if isinstance(value, Mapping):
-                walk(value, f"{prefix}{key}.")
+                if key not in unused:
+                    walk(value, f"{prefix}{key}.")
             else:
                 rows[f"{prefix}{key}"] = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
 

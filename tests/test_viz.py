@@ -227,7 +227,7 @@ def test_replay_widget_steps_the_board(record):
     assert panel.picture.value != first and data_board(panel.picture.value) == games[3].board.to_string()
     assert "pill" in panel.info.value and "cleared" in panel.info.value
     panel.target.value = False
-    assert panel.picture.value.count("<svg") == 1
+    assert panel.picture.value.count("<svg") == 1 and 'class="coordinate"' in panel.picture.value  # x, y to read by
     panel.play.value = n  # the play button drives the slider
     assert panel.slider.value == n and data_board(panel.picture.value) == record.replay().board.to_string()
     with pytest.raises(ValueError, match="one per move"):
@@ -406,8 +406,12 @@ def test_every_plot_is_labelled(tmp_path):
         assert {"a", "b", "train (smoothed)", "train (raw)", "test"} <= set(legend_texts(fig))
     assert "train (raw)" not in legend_texts(viz.plot_curves(df))
     assert viz.plot_curves(df, log_scale=False).axes[0].get_ylabel() == "total loss (sum of the terms)"
-    fig = viz.plot_curves(df[df["split"] == "train"], terms=("loss", "lr"), x_label="decisions played")
-    assert [a.get_xlabel() for a in fig.axes if a.get_visible()] == ["decisions played"] * 2
+    fig = viz.plot_curves(
+        df[df["split"] == "train"], terms=("loss", "lr"), x_label="decisions played", y_labels={"loss": "TD error"}
+    )
+    panels = [a for a in fig.axes if a.get_visible()]
+    assert [a.get_xlabel() for a in panels] == ["decisions played"] * 2
+    assert [a.get_ylabel() for a in panels] == ["TD error, log scale", "learning rate, log scale"]
     assert "test" not in legend_texts(fig)  # no test rows, no test line
 
     arena = arena_frame()

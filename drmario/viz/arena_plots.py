@@ -232,7 +232,7 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
         columns=["round", "network", "against", "promoted", "wins", "McNemar p"]
         + ["pills per virus, games both won", "new − old [95%]", "reason"],
     )
-    return table.set_index("round").style.set_caption(
+    return table.style.hide(axis="index").set_caption(
         "Gates: each round's network against the best before it on the same gating games (paired)"
     )
 

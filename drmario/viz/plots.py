@@ -197,14 +197,16 @@ def plot_curves(
     x: str = "step",
     ax: Axes | Sequence[Axes] | None = None,
     x_label: str | None = None,
+    y_labels: Mapping[str, str] | None = None,
 ) -> Figure:
     """Train and test curves per loss term (one panel each) and per run (one colour each).
 
     df: from `read_metrics` (a ``run`` column is optional). Train is a solid line, test dashed
     with markers. smoothing in [0, 1): EMA weight of the past (debiased, as in TensorBoard),
     applied to train only, with the raw train curve kept faint behind; test points are sparse and
-    would lag. log_scale: a log y axis for panels whose values are all positive. x_label: what the
-    x column counts, where it is not a training's (`X_LABELS`), e.g. a baseline's decisions.
+    would lag. log_scale: a log y axis for panels whose values are all positive. x_label, y_labels
+    (by term): what the columns mean where they are not a training's (`X_LABELS`, `TERM_LABELS`),
+    e.g. a baseline's decisions and its loss.
     """
     terms = (terms,) if isinstance(terms, str) else tuple(terms)
     if not terms:
@@ -217,7 +219,7 @@ def plot_curves(
     fig, axes = new_figure(len(terms)) if ax is None else given_axes(ax, len(terms))
     runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
     for term, a in zip(terms, axes):
-        _draw_curves(a, df, runs, term, x, smoothing, log_scale)
+        _draw_curves(a, df, runs, term, x, smoothing, log_scale, (y_labels or {}).get(term))
         a.set_xlabel(x_label or X_LABELS.get(x, x.replace("_", " ")))
     handles = _curve_legend(runs, smoothing > 0, tested=bool((df["split"] == "test").any()))
     if ax is None:
@@ -227,7 +229,9 @@ def plot_curves(
     return fig
 
 
-def _draw_curves(a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoothing: float, log_scale: bool) -> None:
+def _draw_curves(
+    a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoothing: float, log_scale: bool, label: str | None
+) -> None:
     """One panel of `plot_curves`: the train and test curves of one term, a colour per run."""
     positive, drawn = True, False
     for k, run in enumerate(runs):
@@ -249,7 +253,8 @@ def _draw_curves(a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoot
     elif log_scale and positive:
         a.set_yscale("log")
     a.set_title(term)
-    a.set_ylabel(TERM_LABELS.get(term, term.replace("_", " ")) + (", log scale" if a.get_yscale() == "log" else ""))
+    label = label or TERM_LABELS.get(term, term.replace("_", " "))
+    a.set_ylabel(label + (", log scale" if a.get_yscale() == "log" else ""))
     a.grid(alpha=0.3, which="both" if log_scale else "major")
 
 

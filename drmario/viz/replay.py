@@ -58,9 +58,10 @@ def _state_title(st: ReplayState, i: int, n: int) -> str:
     return f"{st.ended}, {st.cleared} cleared"
 
 
-def _state_svg(st: ReplayState, i: int, n: int, ghost: bool, cell: int) -> str:
+def _state_svg(st: ReplayState, i: int, n: int, ghost: bool, cell: int, coordinates: bool = False) -> str:
     g = (st.pill, st.move) if ghost and st.pill is not None and st.move is not None else None
-    return board_svg(st.board.cells, pill=st.pill, ghost=g, cell=cell, title=_state_title(st, i, n))
+    title = _state_title(st, i, n)
+    return board_svg(st.board.cells, pill=st.pill, ghost=g, cell=cell, title=title, coordinates=coordinates)
 
 
 def _frame_indices(n: int, every: int) -> list[int]:
@@ -191,7 +192,7 @@ def _replay_view(
     the board, and the heatmaps of the maps named in shown that have an entry at this step)."""
     n = len(states) - 1
     st = states[i]
-    parts = [_state_svg(st, i, n, ghost, cell)]
+    parts = [_state_svg(st, i, n, ghost, cell, coordinates=True)]  # the info line gives the move's x and y
     text = [f"step {i}/{n}", f"cleared {st.cleared}/{st.viruses} viruses"]
     if st.move is None or st.pill is None:
         text.insert(1, f"end: {st.ended}")

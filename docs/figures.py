@@ -53,10 +53,9 @@ def svg_grid(rows: list[tuple[str, list[str]]], gap: int = 8, label: int = 18) -
     return f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y - gap}">{"".join(parts)}</svg>\n'
 
 
-def heatmap(run_dir: Path, level: int = 20, after: int = 12) -> str:
+def heatmap(network: Path, level: int = 20, after: int = 12) -> str:
     """The network's moves beside its search's target on an evaluation game at `level`, after the
     expert has placed `after` pills."""
-    network = best_checkpoint(run_dir, max(trained_rounds(run_dir)) + 1)
     player = load_player(network)
     spec = evaluation_games([level], 1, seed=7)[0]
     game, expert = Game(spec.seed, spec.level), make_agent("expert")
@@ -88,7 +87,7 @@ def main() -> None:
     runs = {f"round {k}": train_dir(args.run_dir, k) for k in trained_rounds(args.run_dir)}
     curves = plot_curves(read_metrics(runs), terms=["loss", "moves", "won", "duration"])
     curves.savefig(DOCS / "curves.png", dpi=70, bbox_inches="tight")
-    write_atomic(DOCS / "heatmap.svg", heatmap(args.run_dir))
+    write_atomic(DOCS / "heatmap.svg", heatmap(best_checkpoint(args.run_dir, max(trained_rounds(args.run_dir)) + 1)))
     print(f"wrote {DOCS / 'rounds.png'}, {DOCS / 'curves.png'}, {DOCS / 'heatmap.svg'}")
 
 

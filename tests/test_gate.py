@@ -188,7 +188,7 @@ def test_every_round_plays_the_same_evaluation_games(tmp_path):
     assert len(panels) == 4  # win rate and pills per virus at each level
     for ax in panels:  # round 1's hollow marker is drawn over its filled one
         hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
-        assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [1]
+        assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [pytest.approx(1, abs=0.1)]
         filled = [line for line in ax.lines if line.get_markerfacecolor() != "white"]
         assert hollow[0].get_zorder() > max(line.get_zorder() for line in filled)
 

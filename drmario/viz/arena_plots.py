@@ -262,11 +262,12 @@ def plot_rounds(df: pd.DataFrame) -> Figure:
             rows = here[here["agent"] == agent].sort_values("round")
             style = _agent_style(k)
             err = np.array([rows[value] - rows[low], rows[high] - rows[value]])
-            ax.errorbar(rows["round"], rows[value], yerr=err, fmt="o", capsize=3, label=agent, **style)
+            x = rows["round"] + 0.08 * (k - (len(networks) - 1) / 2)  # side by side: no marker hides another
+            ax.errorbar(x, rows[value], yerr=err, fmt="o", capsize=3, label=agent, **style)
             if "promoted" in rows.columns:
-                rejected = rows[rows["promoted"].eq(False)]  # None: not gated
+                rejected = rows["promoted"].eq(False).to_numpy()  # None: not gated
                 # above the error bar's own filled marker (zorder 2.1), which would hide it
-                ax.plot(rejected["round"], rejected[value], "o", mfc="white", color=style["color"], zorder=3)
+                ax.plot(x[rejected], rows[value][rejected], "o", mfc="white", color=style["color"], zorder=3)
         for k, agent in enumerate(others, start=len(networks)):
             row = here[here["agent"] == agent]
             if len(row):

@@ -285,7 +285,9 @@ def test_plot_curves(tmp_path):
     df = viz.read_metrics([write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", scale=2.0)])
     fig = viz.plot_curves(df)
     assert isinstance(fig, Figure) and len([a for a in fig.axes if a.get_visible()]) == 1
-    assert fig.axes[0].get_yscale() == "log"
+    assert fig.axes[0].get_yscale() == "log" and png(fig)  # drawn: its tick labels are set
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels(which="both") if t.get_text()]
+    assert ticks and all(re.fullmatch(r"[\d.e−-]+", t) for t in ticks), ticks  # 0.2, not 2×10⁻¹
     fig = viz.plot_curves(df, terms=("loss", "won", "moves", "reg"), smoothing=0.9, log_scale=False, x="samples")
     visible = [a for a in fig.axes if a.get_visible()]
     assert [a.get_title() for a in visible] == ["loss", "won", "moves", "reg"]

@@ -252,10 +252,24 @@ def _draw_curves(
         a.text(0.5, 0.5, "no data", ha="center", va="center", transform=a.transAxes, color="grey")
     elif log_scale and positive:
         a.set_yscale("log")
+        a.yaxis.set_major_formatter(_plain_log_formatter())
+        a.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))
     a.set_title(term)
     label = label or TERM_LABELS.get(term, term.replace("_", " "))
     a.set_ylabel(label + (", log scale" if a.get_yscale() == "log" else ""))
     a.grid(alpha=0.3, which="both" if log_scale else "major")
+
+
+def _plain_log_formatter(minor: bool = False) -> Any:
+    """A log axis's tick labels as plain numbers (4.8 and 0.0224, not 4.8×10⁰), on the ticks
+    matplotlib would label (over a short range, the minor ones too)."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class Plain(LogFormatterSciNotation):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:.3g}" if super().__call__(x, pos) else ""
+
+    return Plain(labelOnlyBase=not minor)
 
 
 def _curve_legend(runs: list, smoothed: bool = False, tested: bool = True) -> list:

@@ -120,6 +120,19 @@ def test_a_loose_pill_half_is_not_drawn_as_a_virus():
     assert circles == 0 and len(rounded) == 1 and rounded[0][0] < 0.4 * rounded[0][1]  # a square, not a disc
 
 
+def test_a_long_title_shrinks_to_fit_its_board():
+    from drmario.engine.svg import board_svg
+
+    def title_size(cell: int, title: str) -> tuple[float, float]:
+        svg = board_svg(np.zeros((8, 16), np.uint8), cell=cell, title=title)
+        width = float(re.search(r'width="([\d.]+)"', svg).group(1))
+        return float(re.search(r'font-size="([\d.]+)" fill="#ddd"', svg).group(1)), width
+
+    assert title_size(18, "start")[0] == 11
+    size, width = title_size(12, "topped out, 1 cleared")  # a replay strip's last board
+    assert size < 11 and 0.55 * size * len("topped out, 1 cleared") <= width  # about 0.55 em a character
+
+
 def test_heatmap_numbers_top_legal_moves_and_outlines_legal_cells(position):
     board, pill = position
     legal = dm.legal_mask(board, pill)
@@ -422,6 +435,10 @@ def test_every_plot_is_labelled(tmp_path):
     ylabels = [a.get_ylabel() for a in fig.axes if a.get_visible()]
     assert ylabels[0] == "win rate (% of games)" and "(ms)" in ylabels[-1] and "%" in ylabels[1]
     assert legend_texts(fig).count("Wilson 95% interval") == 1  # only the win rate has a band
+    assert legend_texts(fig).count("hollow: no game won") == 1  # random won nothing at level 10
+    ppv = [a for a in fig.axes if a.get_visible()][2]
+    hollow = [line for line in ppv.lines if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
+    assert [list(line.get_xdata()) for line in hollow] == [[10]]
 
     rng = np.random.default_rng(1)
     p = rng.uniform(0, 30, 300)

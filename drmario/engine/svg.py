@@ -163,9 +163,9 @@ def _open_svg(frame: _Frame, cells: np.ndarray, title: str | None) -> list[str]:
         f'<rect width="{w}" height="{h}" fill="#1c1c24" rx="4"/>',
     ]
     if title:
-        out.append(
-            f'<text x="{w / 2}" y="13" font-size="11" fill="#ddd" text-anchor="middle">{escape(str(title))}</text>'
-        )
+        text = escape(str(title))
+        size = min(11.0, round(1.75 * w / len(str(title)), 1))  # a long title on a small board: smaller, not cut
+        out.append(f'<text x="{w / 2}" y="13" font-size="{size:g}" fill="#ddd" text-anchor="middle">{text}</text>')
     return out
 
 

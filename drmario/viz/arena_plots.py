@@ -50,22 +50,28 @@ def _agent_style(k: int) -> dict[str, Any]:
     return {"color": f"C{k % 10}", "ls": ("-", "--", ":", "-.")[(k // 10) % 4]}
 
 
-def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
-    """One panel of `plot_arena`: a line per agent over the level; True if Wilson intervals were
-    drawn. They are error bars, each agent's a little to the side at a level: bands of several agents
-    would merge into one block."""
+def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]:
+    """One panel of `plot_arena`: a line per agent over the level; returns the legend entries of
+    what else it drew. Wilson intervals are error bars, each agent's a little to the side at a
+    level: bands of several agents would merge into one block. Pills per virus where the agent won
+    no game are hollow: a player that tops out early uses few pills for the few viruses it clears."""
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
     banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
     levels_all = np.unique(df["level"].to_numpy(float))
     gap = float(np.diff(levels_all).min()) if len(levels_all) > 1 else 1.0
     dodge = 0.5 * gap / max(len(agents), 1) if banded else 0.0  # agents side by side within half a level step
+    hollow = False
     for k, agent in enumerate(agents):
         rows = df[df["agent"] == agent].sort_values("level")
         levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
         levels = levels + (k - (len(agents) - 1) / 2) * dodge
         style = _agent_style(k)
         a.plot(levels, values, marker="o", ms=4, label=str(agent), **style)
+        if name == "pills_per_virus" and "wins" in rows.columns:
+            lost = rows["wins"].to_numpy() == 0
+            a.plot(levels[lost], values[lost], "o", ms=4, mfc="white", ls="", color=style["color"], zorder=3)
+            hollow = hollow or bool(lost.any())
         if banded:
             low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
             err = np.clip([values - low, high - values], 0, None)
@@ -83,13 +89,19 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> bool:
     a.set_ylabel(METRIC_AXES.get(name, name.replace("_", " ")))
     a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
     a.grid(alpha=0.3)
-    return banded
+    return [_band_handle()] * banded + [_hollow_handle()] * hollow
 
 
 def _band_handle(label: str = "Wilson 95% interval") -> Any:
     from matplotlib.lines import Line2D
 
     return Line2D([], [], color="grey", marker="|", ms=12, mew=1.2, ls="", alpha=0.6, label=label)
+
+
+def _hollow_handle() -> Any:
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color="grey", marker="o", ms=4, mfc="white", ls="", label="hollow: no game won")
 
 
 def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: Axes | None = None) -> Figure:
@@ -103,12 +115,12 @@ def plot_arena(df: pd.DataFrame, metric: str | Sequence[str] = "win_rate", ax: A
     _check_columns(df, ("agent", "level", *metrics), "plot_arena")
     fig, axes = new_figure(len(metrics), 5.0, 3.4) if ax is None else given_axes(ax, len(metrics))
     agents = list(dict.fromkeys(df["agent"]))
-    banded = [_draw_arena(a, df, name, agents) for name, a in zip(metrics, axes)]
+    extra = [h for name, a in zip(metrics, axes) for h in _draw_arena(a, df, name, agents)]
     if agents:
         handles, labels = axes[0].get_legend_handles_labels()
-        if any(banded):
-            handles.append(_band_handle())
-            labels.append("Wilson 95% interval")
+        for handle in {h.get_label(): h for h in extra}.values():  # each once
+            handles.append(handle)
+            labels.append(handle.get_label())
         axes[-1].legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
 

@@ -467,6 +467,14 @@ def test_plot_leaderboard():
     assert [t.get_text() for t in right.get_yticklabels()] == ["random", "greedy"]
     assert png(fig)
     assert_labelled(viz.plot_leaderboard(df.drop(columns=["ci_low", "ci_high", "cleared_fraction"])))
+    # A player keeps its colour across rounds, as in a round's own arena; its newest round drawn solid.
+    rounds = pd.concat([df.assign(agent=df["agent"] + tag) for tag in (" r0", " r1")], ignore_index=True)
+    lines = {line.get_label(): line for line in viz.plot_leaderboard(rounds).axes[0].lines}
+    arena = {line.get_label(): line for line in viz.plot_arena(df).axes[0].lines}
+    for agent in ("random", "greedy"):
+        newest, older = lines[f"{agent} r1"], lines[f"{agent} r0"]
+        assert newest.get_color() == older.get_color() == arena[agent].get_color()
+        assert (newest.get_linestyle(), older.get_linestyle()) == ("-", "--")
 
 
 # ------------------------------------------------------------------------------------------------

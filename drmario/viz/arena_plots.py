@@ -3,6 +3,7 @@ agents and runs, the rounds of a run and their gates, and the styled arena table
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +46,28 @@ def _check_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise ValueError(f"{what}: missing column(s) {', '.join(missing)} (has {', '.join(map(str, df.columns))})")
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+ROUND_TAG = re.compile(r" r(\d+)\b")  # a network's round in an agent's name (`drmario.run.compare`)
+
+
 def _agent_style(k: int) -> dict[str, Any]:
     """Colour and line style of the k-th agent: 10 colours, then the next line style."""
-    return {"color": f"C{k % 10}", "ls": ("-", "--", ":", "-.")[(k // 10) % 4]}
+    return {"color": f"C{k % 10}", "ls": LINE_STYLES[(k // 10) % 4]}
+
+
+def _agent_styles(agents: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each agent's colour and line style: a player keeps its colour whatever its round ("policy
+    r0", "policy r1"), so a round's arena and the leaderboard of all rounds agree; its newest round
+    is drawn solid, older ones dashed, dotted, ..."""
+    players: dict[str, list[str]] = {}
+    for name in agents:
+        players.setdefault(ROUND_TAG.sub("", name), []).append(name)
+    styles = {}
+    for k, names in enumerate(players.values()):
+        newest = sorted(names, key=lambda n: -int(m.group(1)) if (m := ROUND_TAG.search(n)) else 0)
+        for j, name in enumerate(newest):
+            styles[name] = {"color": f"C{k % 10}", "ls": LINE_STYLES[(k // 10 + j) % 4]}
+    return styles
 
 
 def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]:
@@ -61,12 +81,12 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]
     levels_all = np.unique(df["level"].to_numpy(float))
     gap = float(np.diff(levels_all).min()) if len(levels_all) > 1 else 1.0
     dodge = 0.5 * gap / max(len(agents), 1) if banded else 0.0  # agents side by side within half a level step
-    hollow = False
+    hollow, styles = False, _agent_styles(agents)
     for k, agent in enumerate(agents):
         rows = df[df["agent"] == agent].sort_values("level")
         levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
         levels = levels + (k - (len(agents) - 1) / 2) * dodge
-        style = _agent_style(k)
+        style = styles[agent]
         a.plot(levels, values, marker="o", ms=4, label=str(agent), **style)
         if name == "pills_per_virus" and "wins" in rows.columns:
             lost = rows["wins"].to_numpy() == 0
@@ -144,11 +164,11 @@ def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
     fig = figure(figsize=(12.0, max(3.6, 0.3 * len(agents) + 1.6)))
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
     _draw_arena(left, df, "win_rate", agents)
-    order = list(total["agent"])[::-1]  # the best at the top
+    order, styles = list(total["agent"])[::-1], _agent_styles(agents)  # the best at the top
     ys = np.arange(len(order))
     for y, agent in zip(ys, order):
         row = total[total["agent"] == agent].iloc[0]
-        colour = _agent_style(agents.index(agent))["color"]
+        colour = styles[agent]["color"]
         err = [[row["win_rate"] - row["ci_low"]], [row["ci_high"] - row["win_rate"]]]
         right.errorbar([row["win_rate"]], [y], xerr=err, fmt="o", color=colour, capsize=3, ms=5)
         right.annotate(

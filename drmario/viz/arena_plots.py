@@ -72,15 +72,17 @@ def _agent_styles(agents: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]:
     """One panel of `plot_arena`: a line per agent over the level; returns the legend entries of
-    what else it drew. Wilson intervals are error bars, each agent's a little to the side at a
-    level: bands of several agents would merge into one block. Pills per virus where the agent won
+    what else it drew. On rates each agent sits a little to the side at a level (ties at 0% or 100%
+    would hide each other), with the win rate's Wilson intervals as error bars (bands of several
+    agents would merge into one block). Pills per virus where the agent won
     no game are hollow: a player that tops out early uses few pills for the few viruses it clears."""
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
     banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
     levels_all = np.unique(df["level"].to_numpy(float))
     gap = float(np.diff(levels_all).min()) if len(levels_all) > 1 else 1.0
-    dodge = 0.5 * gap / max(len(agents), 1) if banded else 0.0  # agents side by side within half a level step
+    # agents side by side within half a level step: rates often tie (0%, 100%) and would hide each other
+    dodge = 0.5 * gap / max(len(agents), 1) if name in RATES else 0.0
     hollow, styles = False, _agent_styles(agents)
     for k, agent in enumerate(agents):
         rows = df[df["agent"] == agent].sort_values("level")

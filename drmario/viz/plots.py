@@ -204,7 +204,8 @@ def plot_curves(
     df: from `read_metrics` (a ``run`` column is optional). Train is a solid line, test dashed
     with markers. smoothing in [0, 1): EMA weight of the past (debiased, as in TensorBoard),
     applied to train only, with the raw train curve kept faint behind; test points are sparse and
-    would lag. log_scale: a log y axis for panels whose values are all positive. x_label, y_labels
+    would lag. log_scale: a log y axis for panels whose values are all positive and span a factor
+    of 3 or more. x_label, y_labels
     (by term): what the columns mean where they are not a training's (`X_LABELS`, `TERM_LABELS`),
     e.g. a baseline's decisions and its loss.
     """
@@ -233,7 +234,7 @@ def _draw_curves(
     a: Axes, df: pd.DataFrame, runs: list, term: str, x: str, smoothing: float, log_scale: bool, label: str | None
 ) -> None:
     """One panel of `plot_curves`: the train and test curves of one term, a colour per run."""
-    positive, drawn = True, False
+    positive, drawn, low, high = True, False, np.inf, 0.0
     for k, run in enumerate(runs):
         colour = f"C{k % 10}"
         rows = df if run is None else df[df["run"] == run]
@@ -243,6 +244,7 @@ def _draw_curves(
                 continue
             xs, ys = s[x].to_numpy(float), s[term].to_numpy(float)
             positive &= bool((ys > 0).all())
+            low, high = min(low, float(ys.min())), max(high, float(ys.max()))
             drawn = True
             if split == "train" and smoothing > 0:
                 a.plot(xs, ys, "-", color=colour, alpha=0.25, lw=0.8)
@@ -250,7 +252,7 @@ def _draw_curves(
             a.plot(xs, ys, style, color=colour, lw=1.4, marker="o" if split == "test" else None, ms=3)
     if not drawn:
         a.text(0.5, 0.5, "no data", ha="center", va="center", transform=a.transAxes, color="grey")
-    elif log_scale and positive:
+    elif log_scale and positive and high >= 3 * low:  # over a shorter range a log axis has too few ticks
         a.set_yscale("log")
         a.yaxis.set_major_formatter(_plain_log_formatter())
         a.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))

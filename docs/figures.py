@@ -87,7 +87,8 @@ def main() -> None:
     runs = {f"round {k}": train_dir(args.run_dir, k) for k in trained_rounds(args.run_dir)}
     curves = plot_curves(read_metrics(runs), terms=["loss", "moves", "won", "duration"])
     curves.savefig(DOCS / "curves.png", dpi=70, bbox_inches="tight")
-    write_atomic(DOCS / "heatmap.svg", heatmap(best_checkpoint(args.run_dir, max(trained_rounds(args.run_dir)) + 1)))
+    best = best_checkpoint(args.run_dir, max(trained_rounds(args.run_dir)) + 1)
+    write_atomic(DOCS / "heatmap.svg", heatmap(best))
     print(f"wrote {DOCS / 'rounds.png'}, {DOCS / 'curves.png'}, {DOCS / 'heatmap.svg'}")
 
 

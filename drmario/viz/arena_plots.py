@@ -74,8 +74,8 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]
     """One panel of `plot_arena`: a line per agent over the level; returns the legend entries of
     what else it drew. On rates each agent sits a little to the side at a level (ties at 0% or 100%
     would hide each other), with the win rate's Wilson intervals as error bars (bands of several
-    agents would merge into one block). Pills per virus where the agent won
-    no game are hollow: a player that tops out early uses few pills for the few viruses it clears."""
+    agents would merge into one block). Pills per virus where the agent won no game are hollow: a
+    player that tops out early uses few pills for the few viruses it clears."""
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
     banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)

@@ -205,9 +205,8 @@ def plot_curves(
     with markers. smoothing in [0, 1): EMA weight of the past (debiased, as in TensorBoard),
     applied to train only, with the raw train curve kept faint behind; test points are sparse and
     would lag. log_scale: a log y axis for panels whose values are all positive and span a factor
-    of 3 or more. x_label, y_labels
-    (by term): what the columns mean where they are not a training's (`X_LABELS`, `TERM_LABELS`),
-    e.g. a baseline's decisions and its loss.
+    of 3 or more. x_label, y_labels (by term): what the columns mean where they are not a training's
+    (`X_LABELS`, `TERM_LABELS`), e.g. a baseline's decisions and its loss.
     """
     terms = (terms,) if isinstance(terms, str) else tuple(terms)
     if not terms:

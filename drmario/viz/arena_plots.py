@@ -50,15 +50,10 @@ LINE_STYLES = ("-", "--", ":", "-.")
 ROUND_TAG = re.compile(r" r(\d+)\b")  # a network's round in an agent's name (`drmario.run.compare`)
 
 
-def _agent_style(k: int) -> dict[str, Any]:
-    """Colour and line style of the k-th agent: 10 colours, then the next line style."""
-    return {"color": f"C{k % 10}", "ls": LINE_STYLES[(k // 10) % 4]}
-
-
 def _agent_styles(agents: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each agent's colour and line style: a player keeps its colour whatever its round ("policy
-    r0", "policy r1"), so a round's arena and the leaderboard of all rounds agree; its newest round
-    is drawn solid, older ones dashed, dotted, ..."""
+    """Each agent's colour and line style: 10 colours, then the next line style. A player keeps its
+    colour whatever its round ("policy r0", "policy r1"), so a round's arena and the leaderboard of
+    all rounds agree; its newest round is drawn solid, older ones dashed, dotted, ..."""
     players: dict[str, list[str]] = {}
     for name in agents:
         players.setdefault(ROUND_TAG.sub("", name), []).append(name)
@@ -290,11 +285,12 @@ def plot_rounds(df: pd.DataFrame) -> Figure:
     others = list(dict.fromkeys(df.loc[df["round"] < 0, "agent"]))
     rounds = sorted(df.loc[df["round"] >= 0, "round"].unique())
     panels = [(level, metric) for level in levels for metric in metrics]
+    styles = _agent_styles(networks + others)
     for ax, (level, (value, low, high)) in zip(axes, panels):
         here = df[df["level"] == level]
         for k, agent in enumerate(networks):
             rows = here[here["agent"] == agent].sort_values("round")
-            style = _agent_style(k)
+            style = styles[agent]
             err = np.array([rows[value] - rows[low], rows[high] - rows[value]])
             x = rows["round"] + 0.08 * (k - (len(networks) - 1) / 2)  # side by side: no marker hides another
             ax.errorbar(x, rows[value], yerr=err, fmt="o", capsize=3, label=agent, **style)
@@ -302,10 +298,10 @@ def plot_rounds(df: pd.DataFrame) -> Figure:
                 rejected = rows["promoted"].eq(False).to_numpy()  # None: not gated
                 # above the error bar's own filled marker (zorder 2.1), which would hide it
                 ax.plot(x[rejected], rows[value][rejected], "o", mfc="white", color=style["color"], zorder=3)
-        for k, agent in enumerate(others, start=len(networks)):
+        for agent in others:
             row = here[here["agent"] == agent]
             if len(row):
-                ax.axhline(float(row[value].iloc[0]), ls="--", lw=1, color=_agent_style(k)["color"], label=agent)
+                ax.axhline(float(row[value].iloc[0]), ls="--", lw=1, color=styles[agent]["color"], label=agent)
         ax.set_title(f"level {level}")
         ax.set_xlabel("round (the network trained after it)")
         ax.set_ylabel(METRIC_AXES[value])

@@ -96,12 +96,34 @@ def test_as_many_wins_but_more_pills_per_virus_is_refused():
     assert compare(noise, old).promoted
 
 
-def test_a_gate_with_no_game_both_won_says_the_pills_were_not_compared():
-    old = records([False] * 10, [30] * 10)
+def records_lost(cleared: list[int], level: int = 20) -> list[GameRecord]:
+    """Made-up records of lost games 0..n-1 at one level, with these viruses cleared."""
+    return [
+        GameRecord(seed=4 + 8 * i, level=level, outcome="topped_out", viruses_cleared=v, pills_used=40)
+        for i, v in enumerate(cleared)
+    ]
+
+
+def test_a_gate_with_no_game_both_won_weighs_the_viruses_cleared():
+    old = records([False] * 10, [30] * 10)  # 42 of 84 viruses cleared in every game
     result = compare(records([False] * 9 + [True], [30] * 10), old)
     assert result.promoted and result.both_won == 0 and np.isnan(result.ppv_diff)
-    assert result.reason == "wins at least as many games (1 against 0); none won by both: pills not compared"
-    assert compare(old, old).reason == "wins at least as many games (0 against 0); none won by both: pills not compared"
+    assert result.reason == (
+        "wins at least as many games (1 against 0); none won by both: not significantly fewer viruses "
+        "(55.0% against 50.0% of the viruses)"
+    )
+    assert (result.new_cleared, result.old_cleared) == pytest.approx((0.55, 0.5))
+    rng = np.random.default_rng(3)
+    base = rng.integers(20, 60, 30)
+    old = records_lost(list(base))
+    new = records_lost(list(base - rng.integers(3, 10, 30)))  # 3-9 viruses fewer in every game
+    fewer = compare(new, old)
+    assert not fewer.promoted and fewer.cleared_fewer_p < 0.001
+    assert fewer.reason.startswith("none won by both; clears fewer viruses (")
+    assert compare(old, new).promoted  # the other way round
+    assert compare(new, old, alpha=1e-9).promoted  # not significant at this alpha
+    same = compare(old, old)
+    assert same.promoted and same.cleared_fewer_p == 1 and "0 against 0" in same.reason
 
 
 def test_the_gates_table_shows_each_decision_and_its_figures():
@@ -118,6 +140,7 @@ def test_the_gates_table_shows_each_decision_and_its_figures():
     assert list(row[["against", "promoted", "wins", "McNemar p"]]) == ["round 0", "no", "44 vs 45 of 50", "1"]
     assert row["pills per virus, games both won"] == "1.43 vs 1.90" and row["new − old [95%]"].startswith("-0.48 [")
     assert row["reason"] == "wins fewer games (44 against 45)"
+    assert row["viruses cleared"] == "94.0% vs 95.0%" and table.loc[0, "viruses cleared"] == "-"
 
 
 def test_wins_first_promotes_more_wins_whatever_the_pills():

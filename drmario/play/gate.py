@@ -7,12 +7,16 @@ alone by default, `GateConfig.agent`). The comparison is paired, game by game:
 
 - **wins**: McNemar's exact test on the games one network won and the other lost;
 - **pills per virus**: on the games both won, the mean of the per-game difference, with a paired
-  bootstrap 95% interval and a one-sided sign-flip (permutation) test of "the new one uses more".
+  bootstrap 95% interval and a one-sided sign-flip (permutation) test of "the new one uses more";
+- **viruses cleared**: on every game, the share of the level's viruses each cleared, with a one-sided
+  sign-flip test of "the new one clears fewer". It weighs only where no game was won by both (weak
+  networks, hard levels), so there are no pills to compare.
 
 The decision (`GateConfig.rule`):
 
 - ``wins-and-pills`` (the default): promoted when the new network wins at least as many games and does
-  not use significantly more pills per virus (one-sided p < `alpha`);
+  not use significantly more pills per virus (one-sided p < `alpha`); where no game was won by both,
+  when it does not clear significantly fewer viruses instead;
 - ``wins-first``: promoted when it wins more games, whatever its pills; when it wins as many, as
   above; never when it wins fewer (wins are the first aim, pills per virus the second).
 
@@ -29,7 +33,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from drmario.engine.game import GameRecord
-from drmario.engine.level import GATING_SEEDS, MAX_LEVEL
+from drmario.engine.level import GATING_SEEDS, MAX_LEVEL, virus_count
 from drmario.play.agents import Agent
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.settings import Settings, setting
@@ -47,7 +51,13 @@ class GateConfig(Settings):
     seed: int = setting(0, "fixes the gating games (drawn from the gating seeds)", ge=0)
     max_pills: int = setting(2000, "pill cap: a game still running after this many pills is a loss", ge=1, le=10**5)
     lockstep: int = setting(50, "games played at once", ge=1, le=4096)
-    alpha: float = setting(0.05, "one-sided significance of 'the new network uses more pills per virus'", gt=0, lt=1)
+    alpha: float = setting(
+        0.05,
+        "one-sided significance of 'the new network uses more pills per virus' (where no game was won by both: "
+        "'clears fewer viruses')",
+        gt=0,
+        lt=1,
+    )
     rule: GateRule = setting(
         "wins-and-pills",
         "the decision: wins-and-pills (at least as many wins, not significantly more pills per virus) or "
@@ -91,6 +101,9 @@ class GateResult:
     ppv_diff_low: float  # paired bootstrap 95% interval
     ppv_diff_high: float
     ppv_worse_p: float  # one-sided sign-flip p of "the new one uses more pills per virus"
+    new_cleared: float  # mean share of the level's viruses cleared, over every game
+    old_cleared: float
+    cleared_fewer_p: float  # one-sided sign-flip p of "the new one clears fewer viruses"
 
     def to_dict(self) -> dict:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -141,6 +154,10 @@ def compare(
     new_ppv = np.array([r.pills_used for r in new], np.float64) / viruses
     old_ppv = np.array([r.pills_used for r in old], np.float64) / viruses
     diffs = (new_ppv - old_ppv)[both]
+    totals = np.array([virus_count(r.level) for r in new], np.float64)
+    new_cleared = np.array([r.viruses_cleared for r in new], np.float64) / totals
+    old_cleared = np.array([r.viruses_cleared for r in old], np.float64) / totals
+    fewer_p = sign_flip_p(old_cleared - new_cleared)
     low, high = bootstrap_interval(diffs)
     worse_p = sign_flip_p(diffs)
     b, c = int((new_won & ~old_won).sum()), int((old_won & ~new_won).sum())
@@ -152,8 +169,15 @@ def compare(
         promoted, reason = True, f"wins more games ({wins}; rule wins-first: pills not weighed)"
     elif worse_p < alpha:
         promoted, reason = False, f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
-    elif not both.any():  # no pills to weigh: the wins alone decide
-        promoted, reason = True, f"wins at least as many games ({wins}); none won by both: pills not compared"
+    elif not both.any():  # no pills to weigh: the viruses cleared decide
+        cleared = f"{new_cleared.mean():.1%} against {old_cleared.mean():.1%} of the viruses"
+        if fewer_p < alpha:
+            promoted = False
+            reason = f"none won by both; clears fewer viruses ({cleared}, one-sided p = {fewer_p:.3g} < {alpha:g})"
+        else:
+            promoted = True
+            reason = f"wins at least as many games ({wins}); none won by both: "
+            reason += f"not significantly fewer viruses ({cleared})"
     else:
         promoted, reason = True, f"wins at least as many games ({wins}), not significantly more pills per virus"
     return GateResult(
@@ -172,6 +196,9 @@ def compare(
         ppv_diff_low=low,
         ppv_diff_high=high,
         ppv_worse_p=worse_p,
+        new_cleared=float(new_cleared.mean()),
+        old_cleared=float(old_cleared.mean()),
+        cleared_fewer_p=fewer_p,
     )
 
 

@@ -228,7 +228,8 @@ def arena_table(df: pd.DataFrame) -> Styler:
 def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
     """The gates' decisions as a styled table, a row per round: the network, the round it was played
     against, the decision, both networks' wins on the gating games with McNemar's p, the pills per
-    virus on the games both won and the paired difference's 95% interval, and the reason in full.
+    virus on the games both won and the paired difference's 95% interval, the share of the viruses
+    each cleared (what weighs where no game was won by both), and the reason in full.
     gates: `drmario.run.rounds.gate_table`, or [`gate_round`'s record]."""
     import pandas as pd
 
@@ -237,6 +238,11 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
             return "-", "-"
         diff = f"{g['ppv_diff']:+.2f} [{g['ppv_diff_low']:+.2f}, {g['ppv_diff_high']:+.2f}]"
         return f"{g['new_ppv']:.2f} vs {g['old_ppv']:.2f}", diff
+
+    def cleared(g: Mapping[str, Any]) -> str:
+        if "new_cleared" not in g:  # a gate from before the viruses cleared were weighed
+            return "-"
+        return f"{g['new_cleared']:.1%} vs {g['old_cleared']:.1%}"
 
     rows = []
     for g in gates:
@@ -253,13 +259,14 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
                 "McNemar p": "-" if first else f"{g['wins_p']:.3g}",
                 "pills per virus, games both won": pills,
                 "new − old [95%]": diff,
+                "viruses cleared": "-" if first else cleared(g),
                 "reason": g["reason"],
             }
         )
     table = pd.DataFrame(
         rows,
         columns=["round", "network", "against", "promoted", "wins", "McNemar p"]
-        + ["pills per virus, games both won", "new − old [95%]", "reason"],
+        + ["pills per virus, games both won", "new − old [95%]", "viruses cleared", "reason"],
     )
     return table.style.hide(axis="index").set_caption(
         "Gates: each round's network against the best before it on the same gating games (paired)"

@@ -409,6 +409,27 @@ def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, ex
         Trainer(tiny(steps=20, init=str(first.checkpoint)), tmp_path / "values")
 
 
+def test_held_out_examples_are_what_the_test_rows_measure(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from drmario.learn.player import load_player
+    from drmario.learn.train import held_out_examples, value_errors
+
+    sample = Path(__file__).resolve().parent.parent / "data" / "round0-sample" / "examples"
+    shutil.copy(sample / "shard-000000.jsonl.gz", tmp_path / "shard.jsonl.gz")
+    data = [str(tmp_path / "shard.jsonl.gz")]
+    first = train(tiny(steps=5, data=data), tmp_path / "first")
+    cfg = tiny(steps=1, data=data, augment=True, init=str(first.checkpoint), learn="values")
+    train(cfg, tmp_path / "values")
+    held_out = held_out_examples(cfg)
+    plain = held_out_examples(cfg.replace(augment=False))
+    assert len(held_out) == 6 * len(plain) > 0 and set(held_out.game) == set(plain.game)  # the colour renamings
+    step0 = pd.read_csv(tmp_path / "values" / "metrics.csv").query("split == 'test' and step == 0").iloc[0]
+    errors = value_errors(load_player(first.checkpoint), held_out)
+    assert errors["won: mean squared error"] == pytest.approx(step0["won"], rel=1e-5)  # the curve's first point
+
+
 def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_decision_later(examples):
     from drmario.learn.dataset import later_index
     from drmario.learn.net import DrMarioNet

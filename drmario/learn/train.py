@@ -49,7 +49,7 @@ from drmario.learn.checkpoint import (
     save_checkpoint,
     step_checkpoints,
 )
-from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index
+from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index, load_examples
 from drmario.learn.device import resolve_device
 from drmario.learn.encode import EXPERT_PLANES, N_PLANES
 from drmario.learn.loss import loss_terms, total_loss, weight_norm2
@@ -632,8 +632,6 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
         if examples is None:
             if not cfg.data:
                 raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
-            from drmario.learn.dataset import load_examples
-
             examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
         trainer = Trainer(cfg, run_dir)
         try:
@@ -641,6 +639,13 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
             return trainer.run(cfg.steps)
         finally:
             trainer.close()
+
+
+def held_out_examples(cfg: TrainConfig) -> ExampleSet:
+    """The examples a training by cfg logs its test rows on: cfg.data's held-out games (test_fraction,
+    seed), with their colour renamings when cfg.augment. Compare networks on these to read the
+    figures beside its curves."""
+    return load_examples(cfg.data, augment=cfg.augment, progress=False).split_by_game(cfg.test_fraction, cfg.seed)[1]
 
 
 def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[float, float]:

@@ -456,6 +456,25 @@ def test_every_plot_is_labelled(tmp_path):
     assert "grey numbers: positions per bin" in legend_texts(outer)
 
 
+def test_plot_selfplay_rounds_shows_the_share_won_with_its_interval():
+    import pandas as pd
+
+    rounds = pd.DataFrame(
+        {"games": [10, 20], "wins": [10, 5], "viruses_cleared": [400, 500], "pills_per_virus": [1.8, 3.0]},
+        index=pd.Index([0, 1], name="round"),
+    )
+    fig = viz.plot_selfplay_rounds(rounds)
+    assert_labelled(fig)
+    won, ppv, viruses = [a for a in fig.axes if a.get_visible()]
+    assert [b.get_height() for b in won.patches] == [1.0, 0.25]
+    assert [b.get_height() for b in viruses.patches] == [40.0, 25.0]  # per game
+    assert [b.get_height() for b in ppv.patches] == [1.8, 3.0]
+    segments = won.collections[0].get_segments()  # the error bars
+    assert segments[0][0][1] == pytest.approx(0.7225, abs=1e-3) and segments[0][1][1] == pytest.approx(1.0)  # Wilson
+    with pytest.raises(ValueError, match="wins"):
+        viz.plot_selfplay_rounds(rounds.drop(columns="wins"))
+
+
 def test_plot_leaderboard():
     df = arena_frame()
     fig = viz.plot_leaderboard(df, title="two agents")

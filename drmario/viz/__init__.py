@@ -6,7 +6,14 @@ Every function returns something Jupyter shows inline (an object with ``_repr_sv
 each picture once in a plain cell. Import this package; matplotlib and ipywidgets load on first use.
 """
 
-from drmario.viz.arena_plots import arena_table, gates_table, plot_arena, plot_leaderboard, plot_rounds
+from drmario.viz.arena_plots import (
+    arena_table,
+    gates_table,
+    plot_arena,
+    plot_leaderboard,
+    plot_rounds,
+    plot_selfplay_rounds,
+)
 from drmario.viz.boards import (
     ORIENTATION,
     board_row,
@@ -45,6 +52,7 @@ __all__ = [
     "plot_curves",
     "plot_leaderboard",
     "plot_rounds",
+    "plot_selfplay_rounds",
     "read_metrics",
     "record_outcome",
     "replay_frames",

@@ -322,3 +322,30 @@ def plot_rounds(df: pd.DataFrame) -> Figure:
     labels.append("bars: 95% intervals; dashed: no network; hollow: not promoted")
     axes[0].legend(handles, labels, fontsize=7)
     return fig
+
+
+def plot_selfplay_rounds(rounds: pd.DataFrame) -> Figure:
+    """The self-play games of each round, as bars: the share won (Wilson 95% intervals), the pills
+    per virus, and the viruses cleared per game. These are the games the next network learns from,
+    at the round's own levels: for strength, see the gates and the arena. rounds:
+    `drmario.run.notebook.selfplay_rounds_table` (index: round)."""
+    from matplotlib.ticker import PercentFormatter
+
+    _check_columns(rounds, ("games", "wins", "viruses_cleared", "pills_per_virus"), "plot_selfplay_rounds")
+    fig, axes = new_figure(3, 4.0, 3.2)
+    x = rounds.index.astype(str)
+    games, wins = rounds["games"].to_numpy(), rounds["wins"].to_numpy()
+    share = wins / np.maximum(games, 1)
+    low, high = wilson(wins, games)
+    axes[0].bar(x, share, yerr=[share - low, high - share], capsize=3, color="C2")
+    axes[0].set_ylim(0, 1.02)
+    axes[0].yaxis.set_major_formatter(PercentFormatter(1.0))
+    axes[0].set(title="games won (Wilson 95%)", ylabel="share of the games")
+    axes[1].bar(x, rounds["pills_per_virus"], color="C0")
+    axes[1].set(title="lower is better", ylabel="pills per virus cleared")
+    axes[2].bar(x, rounds["viruses_cleared"] / np.maximum(games, 1), color="C1")
+    axes[2].set(ylabel="viruses cleared per game")
+    for ax in axes:
+        ax.set_xlabel("self-play round")
+        ax.grid(axis="y", alpha=0.3)
+    return fig

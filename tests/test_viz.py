@@ -453,7 +453,10 @@ def test_every_plot_is_labelled(tmp_path):
     assert "positions per bin" in texts
     outer = Figure()
     assert_labelled(viz.plot_calibration(p, p, "won", ax=outer.subplots()))
-    assert "grey numbers: positions per bin" in legend_texts(outer)
+    largest = np.histogram(p, 10)[0].max()
+    assert f"disc area: positions per bin (largest {largest})" in legend_texts(outer)
+    sizes = outer.axes[0].collections[-1].get_sizes()
+    assert len(sizes) == 10 and sizes.max() == 162 and sizes.min() > 12  # the largest bin: the largest disc
 
 
 def test_plot_selfplay_rounds_shows_the_share_won_with_its_interval():

@@ -394,8 +394,8 @@ def plot_calibration(
     predicted, actual: float[N] (non-finite pairs are dropped). The predictions are cut into bins
     (equal width, or equal counts with strategy="quantile"); each bin's mean prediction is plotted
     against the mean outcome with a standard-error bar, beside the diagonal of perfect calibration,
-    and a histogram below gives the counts. With ax, only the calibration panel is drawn there and
-    the counts are written next to the points. The title gives n, RMSE, bias and correlation.
+    and a histogram below gives the counts. With ax, only the calibration panel is drawn there, and
+    a disc's area at each point gives its bin's count. The title gives n, RMSE, bias and correlation.
     """
     p = np.asarray(predicted, dtype=float).ravel()
     a = np.asarray(actual, dtype=float).ravel()
@@ -434,17 +434,18 @@ def plot_calibration(
         hist.set_ylabel("positions")
         hist.legend(fontsize=7, loc="upper right")
         hist.grid(alpha=0.3)
-    else:
-        for xp, yp, k in zip(mean_p[filled], mean_a[filled], counts[filled]):
-            top.annotate(str(k), (xp, yp), textcoords="offset points", xytext=(4, -10), fontsize=7, color="grey")
+    else:  # sizes, not numbers, which would overlap where bins crowd
+        area = 12 + 150 * counts[filled] / counts.max()
+        top.scatter(mean_p[filled], mean_a[filled], s=area, color="C0", alpha=0.35, zorder=3)
     top.set_title(_calibration_title(p, a, name), fontsize=10)
     top.grid(alpha=0.3)
     handles, labels = top.get_legend_handles_labels()
-    if hist is None:  # the counts are numbers by the points: say what they are
+    if hist is None:  # say what the discs' sizes are
         from matplotlib.lines import Line2D
 
-        handles.append(Line2D([], [], ls="", label="grey numbers: positions per bin"))
-        labels.append("grey numbers: positions per bin")
+        label = f"disc area: positions per bin (largest {counts.max():,})"
+        handles.append(Line2D([], [], ls="", marker="o", ms=9, color="C0", alpha=0.35, label=label))
+        labels.append(label)
     top.legend(handles, labels, fontsize=8, loc="upper left")
     return fig
 

@@ -135,6 +135,7 @@ class MetricsCSV:
         if not columns:
             raise ValueError("MetricsCSV needs at least one column")
         self.path, self.columns, self.digits = Path(path), tuple(columns), digits
+        self._header_checked = False
 
     def format(self, value: Any) -> str:
         """value as it is written (e.g. to report the logged value, rounded the same way)."""
@@ -145,11 +146,26 @@ class MetricsCSV:
         header if the file is new or empty."""
         cells = [self.format(row[c]) for c in self.columns]
         new = not self.path.exists() or self.path.stat().st_size == 0
+        if not new and not self._header_checked:
+            self._check_header()
         with open(self.path, "a", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")
             if new:
                 writer.writerow(self.columns)
             writer.writerow(cells)
+
+    def _check_header(self) -> None:
+        """Refuse to append rows under another header (a file from another version of the kit, or
+        another kind of run), which would leave a table whose columns mean nothing."""
+        with open(self.path, encoding="utf-8", newline="") as f:
+            header = tuple(next(csv.reader(f), []))
+        if header != self.columns:
+            raise ValueError(
+                f"{self.path}, line 1: its columns ({', '.join(header)}) are not the ones this run logs "
+                f"({', '.join(self.columns)}); it was written by another version or kind of run: "
+                "use another run directory, or move the file away"
+            )
+        self._header_checked = True
 
     def rows(self) -> list[dict[str, str]]:
         """The rows written so far, as {column: text} ([] if there is no file)."""

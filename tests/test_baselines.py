@@ -360,3 +360,9 @@ def test_metrics_csv_appends_with_a_header_and_truncates_on_resume(tmp_path):
     append_csv(tmp_path / "log.csv", {"time": 1712345678.125, "n": 3})
     append_csv(tmp_path / "log.csv", {"time": 0.1, "n": 4})
     assert (tmp_path / "log.csv").read_text() == "time,n\n1712345678.125,3\n0.1,4\n"  # exact values
+    other = MetricsCSV(tmp_path / "m.csv", ("step", "split", "loss", "lr"))  # another version's columns
+    with pytest.raises(ValueError, match=r"m.csv, line 1: its columns \(step, split, loss\) are not the ones"):
+        other.append({"step": 40, "split": "train", "loss": 1.0, "lr": 0.1})
+    with pytest.raises(ValueError, match="log.csv, line 1"):
+        append_csv(tmp_path / "log.csv", {"time": 0.2, "n": 5, "more": 1})
+    assert csv.path.read_text().splitlines()[-1] == "30,test,2"  # nothing appended under the wrong header

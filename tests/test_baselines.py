@@ -366,3 +366,16 @@ def test_metrics_csv_appends_with_a_header_and_truncates_on_resume(tmp_path):
     with pytest.raises(ValueError, match="log.csv, line 1"):
         append_csv(tmp_path / "log.csv", {"time": 0.2, "n": 5, "more": 1})
     assert csv.path.read_text().splitlines()[-1] == "30,test,2"  # nothing appended under the wrong header
+
+
+def test_the_metrics_window_counts_viruses_as_a_share_of_each_level():
+    from drmario.baselines.common import Window
+
+    win = Window(step=0)
+    assert all(np.isnan(v) for v in win.game_means())
+    easy, hard = dm.Game(4, 0), dm.Game(4, 20)  # 4 and 84 viruses
+    easy.viruses_cleared, hard.viruses_cleared = 4, 21
+    win.add_game(1.0, easy)
+    win.add_game(float("nan"), hard)  # a game cut at the pill cap has no outcome
+    reward, viruses, share, won = win.game_means()
+    assert (reward, viruses, share, won) == (1.0, 12.5, pytest.approx((1.0 + 0.25) / 2), 0.0)

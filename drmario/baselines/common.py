@@ -20,6 +20,7 @@ import torch
 from numba import njit
 
 from drmario.engine import kernels as K
+from drmario.engine.game import Game, Outcome
 from drmario.engine.level import TRAINING_SEEDS
 from drmario.files import MetricsCSV, write_atomic
 from drmario.learn.checkpoint import CheckpointError, load_file, prune_steps, save_checkpoint
@@ -188,11 +189,11 @@ class TrainingRun:
 
     def write_row(self, win: Window, **columns: Any) -> dict:
         """Write the metrics.csv row about the window since the last one, with the columns both
-        learners log (step, games, time_s, split, viruses_per_game, clear_rate) and `columns`.
-        Returns it, in the file's column order."""
-        _, viruses, clear_rate = win.game_means()
+        learners log (step, games, time_s, split, viruses_per_game, cleared_share, clear_rate) and
+        `columns`. Returns it, in the file's column order."""
+        _, viruses, share, clear_rate = win.game_means()
         shared: dict[str, Any] = {"step": self.step, "games": self.games, "time_s": round(self.time_s(), 3)}
-        shared |= {"split": "train", "viruses_per_game": viruses, "clear_rate": clear_rate}  # split: for drmario.viz
+        shared |= {"split": "train", "viruses_per_game": viruses, "cleared_share": share, "clear_rate": clear_rate}
         values = shared | columns
         row = {c: values[c] for c in self.files.metrics.columns}
         self.files.metrics.append(row)
@@ -228,21 +229,29 @@ class Window:
     t: float = field(default_factory=time.perf_counter)
     losses: list = field(default_factory=list)  # per update: its loss (DQN: a tensor; TD: the squared error)
     q: list = field(default_factory=list)  # per update: the mean Q(s, a) of its batch (DQN)
-    games: list[tuple[float, int, bool]] = field(default_factory=list)  # per game: reward, viruses, won
+    games: list[tuple[float, int, float, bool]] = field(default_factory=list)  # per game: reward, viruses, share, won
     positions: int = 0  # boards valued (TD)
 
     def seconds(self) -> float:
         return max(time.perf_counter() - self.t, 1e-9)
 
-    def game_means(self) -> tuple[float, float, float]:
+    def add_game(self, reward: float, game: Game) -> None:
+        """Count a finished (or cut) game: its reward or outcome, viruses cleared, the share of its
+        level's viruses they are (which, unlike the count, does not follow the level drawn), and won."""
+        share = game.viruses_cleared / max(game.start.board.virus_count, 1)
+        self.games.append((reward, game.viruses_cleared, share, game.outcome == Outcome.WON))
+
+    def game_means(self) -> tuple[float, float, float, float]:
         """Over the games finished in the window: (mean reward or outcome, over the finite ones;
-        viruses per game; share of wins), nan where there are none."""
-        done = np.array(self.games, np.float64).reshape(-1, 3)
+        viruses per game; share of the level's viruses cleared; share of wins), nan where there are
+        none."""
+        done = np.array(self.games, np.float64).reshape(-1, 4)
         nan = float("nan")
         reward = float(np.nanmean(done[:, 0])) if np.isfinite(done[:, 0]).any() else nan
         if not len(done):
-            return reward, nan, nan
-        return reward, float(done[:, 1].mean()), float(done[:, 2].mean())
+            return reward, nan, nan, nan
+        viruses, share, won = done[:, 1:].mean(axis=0)
+        return reward, float(viruses), float(share), float(won)
 
 
 def progress_bar(total: int, initial: int, desc: str, enabled: bool) -> tqdm:

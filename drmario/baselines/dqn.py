@@ -29,8 +29,9 @@ run_dir with latest.pt resumes exactly (network, target, optimiser, replay memor
 progress, RNG states). `DQNAgent.load(path)` plays from any of the checkpoints (step-N.pt files hold
 the network alone). metrics.csv, one row per `log_every` transitions: step (transitions), updates,
 games (finished), time_s, split ("train", for `drmario.viz`), epsilon, lr, loss and q_mean (means
-over the updates since the last row), mean_reward, viruses_per_game and clear_rate (over the games
-finished since the last row, exploration included), samples_per_s (replayed transitions per second
+over the updates since the last row), mean_reward, viruses_per_game, cleared_share (the share of
+each level's viruses) and clear_rate (over the games finished since the last row, exploration
+included), samples_per_s (replayed transitions per second
 of wall time) and steps_per_s (transitions played per second).
 """
 
@@ -74,7 +75,7 @@ from drmario.settings import Settings, setting
 
 COLUMNS = (
     *("step", "updates", "games", "time_s", "split", "epsilon", "lr", "loss", "q_mean", "mean_reward"),
-    *("viruses_per_game", "clear_rate", "samples_per_s", "steps_per_s"),
+    *("viruses_per_game", "cleared_share", "clear_rate", "samples_per_s", "steps_per_s"),
 )
 RESUMABLE = {"steps", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
 
@@ -403,7 +404,7 @@ class _DQNRun(TrainingRun):
             next_cells[i], next_pills[i] = s.game._cells, (s.game.pill.left, s.game.pill.right)
             s.reward += float(reward[i])
             if s.game.over or s.game.pills_used >= cfg.max_pills:
-                win.games.append((s.reward, s.game.viruses_cleared, s.game.outcome == "won"))
+                win.add_game(s.reward, s.game)
                 self.games += 1
                 slots[i] = _Slot(*draw_game(rng, cfg.levels), cfg)
         transition = {"cells": cells, "pill": pills, "move": chosen, "reward": reward, "done": done}

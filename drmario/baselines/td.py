@@ -34,8 +34,9 @@ random pills vary the games, as dice did for TD-Gammon).
 games (so a resumed run continues exactly); `TDAgent.load(path)` plays from any checkpoint.
 metrics.csv, one row per `log_every` games: step (decisions, i.e. in-game updates), games, time_s,
 split ("train", for `drmario.viz`), lr and lr_after, loss (mean squared TD error of the in-game
-updates since the last row), mean_outcome, viruses_per_game and clear_rate (games since the last
-row), samples_per_s (decisions per second) and positions_per_s (boards valued per second).
+updates since the last row), mean_outcome, viruses_per_game, cleared_share (the share of each
+level's viruses) and clear_rate (games since the last row), samples_per_s (decisions per second)
+and positions_per_s (boards valued per second).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from drmario.settings import Settings, setting
 
 COLUMNS = (
     *("step", "games", "time_s", "split", "lr", "lr_after", "loss", "mean_outcome", "viruses_per_game"),
-    *("clear_rate", "samples_per_s", "positions_per_s"),
+    *("cleared_share", "clear_rate", "samples_per_s", "positions_per_s"),
 )
 Weights = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # of the value network, for mlp_values
 RESUMABLE = {"games", "log_every", "checkpoint_every", "keep_checkpoints", "device", "progress"}
@@ -318,7 +319,7 @@ class _TDRun(TrainingRun):
             outcome = _outcome_value(game, self.cfg)
             board_features(game._cells[None], self.feats)
             td_update(self.net, self.feats[0], outcome, self.cfg.lr_after)
-        win.games.append((outcome, game.viruses_cleared, game.outcome == Outcome.WON))
+        win.add_game(outcome, game)
         self.games += 1
 
     def checkpoint(self) -> Path:

@@ -70,6 +70,7 @@ TERM_LABELS = {
     "mean_reward": "mean reward per transition",
     "mean_outcome": "mean outcome target",
     "viruses_per_game": "viruses cleared per game",
+    "cleared_share": "share of the level's viruses cleared",
     "clear_rate": "games won (share)",
     "epsilon": "exploration ε",
 }

@@ -316,3 +316,37 @@ def test_settings_come_from_the_config_then_the_flags_then_set_later_ones_winnin
     assert (cfg.games, cfg.seed, cfg.levels, cfg.search.simulations) == (7, 9, [4], 20)  # --set > flag > config
     assert cli.settings_from(SelfPlayConfig, argparse.Namespace(config=str(config), set=[])).games == 3
     assert cli.settings_from(SelfPlayConfig, args, games=11).games == 11  # what the command fixes
+
+
+def test_bad_numbers_and_devices_are_named_before_anything_runs(checkpoint, tmp_path, capsys):
+    for bad, option in (
+        (["play", "--threads", "-1"], "--threads"),
+        (["train", str(tmp_path / "t"), "--threads", "-1"], "--threads"),
+        (["play", "--max-pills", "0"], "--max-pills"),
+        (["play", "--delay", "-1"], "--delay"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(bad)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {option}" in err and "or more" in err, bad
+    assert main(["play", "--agent", f"policy@{checkpoint}", "--device", "gpu", "--max-pills", "3"]) == 2
+    assert "--device gpu: not a torch device (auto, cpu, cuda or cuda:N)" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main(["evaluate", "--agents", f"policy@{checkpoint}", "--device", "cuda", *EVAL]) == 2
+        assert "--device cuda: this machine has no CUDA GPU" in capsys.readouterr().err
+    assert main(["play", "--agent", "greedy", "--device", "gpu", "--max-pills", "3"]) == 0  # no network: unused
+
+
+def test_a_failed_generate_does_not_block_its_corrected_rerun(checkpoint, tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["generate", str(run), "--mode", "puct", "--simulations", "2", "--games", "1", "--max-pills", "3"]
+    assert main([*args, "--network", str(tmp_path / "missing.pt")]) == 2
+    assert "missing.pt': no such file" in capsys.readouterr().err
+    assert main([*args, "--network", str(tmp_path)]) == 2
+    assert "a directory: give its checkpoint file (.pt)" in capsys.readouterr().err
+    assert not (run / "selfplay.json").exists()  # nothing written
+    assert main([*args, "--network", checkpoint, "--no-progress"]) == 0
+    shipped = ["generate", str(tmp_path / "shipped"), *args[2:], "--network", "small", "--no-progress"]
+    assert main(shipped) == 0  # a shipped network's name, as in agent specs
+    assert json.loads((tmp_path / "shipped" / "selfplay.json").read_text())["network"].endswith("small.pt")

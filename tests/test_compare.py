@@ -272,6 +272,8 @@ def test_export_ships_a_rounds_refitted_values_and_says_so(runs, tmp_path):
     assert card["steps"] == 80  # the training's
     assert card["values_refit"]["train"] == {"init": "train0/checkpoints/latest.pt", "learn": "values", "steps": 20}
     assert card["values_refit"]["steps"] == 20
+    with pytest.raises(ValueError, match=r"export to .*refit.json: expected a .pt file"):
+        export.export_network(run, tmp_path / "refit.json", round=0)  # its card would overwrite it
 
 
 def test_settings_differences_name_what_the_runs_were_made_with(runs, capsys):

@@ -64,7 +64,8 @@ class EvalConfig(Settings):
     lockstep: int = setting(16, "games each agent plays at once (one batched decision for all)", ge=1, le=4096)
     decision_seed: int = setting(0, "seeds the agents' decisions (ties, sampling)", ge=0)
     timing: Timing = setting(
-        "free", "free: a pill goes wherever the controls reach at any speed; nes: only where they reach in time"
+        "free",
+        "free: a pill goes wherever the controls reach at slow speed (time to spare); nes: only where reached in time",
     )
     speed: Speed = setting("med", "the NES speed setting (low, med, hi) under timing nes")
 

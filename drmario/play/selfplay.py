@@ -239,6 +239,21 @@ def _check_same_settings(path: Path, cfg: SelfPlayConfig) -> None:
         )
 
 
+def _check_runnable(cfg: SelfPlayConfig) -> None:
+    """What would fail only once the games start: a network file that is not there, a device this
+    machine lacks (FileNotFoundError, ValueError)."""
+    if cfg.network is None:
+        return
+    if not Path(cfg.network).is_file():
+        what = "a directory: give its checkpoint file (.pt)" if Path(cfg.network).is_dir() else "no such file"
+        raise FileNotFoundError(f"network = {cfg.network!r}: {what}")
+    from drmario.learn.device import device_problem
+
+    problem = device_problem(cfg.device)
+    if problem:
+        raise ValueError(f"device = {cfg.device!r}: {problem}")
+
+
 def generate(
     cfg: SelfPlayConfig, run_dir: str | Path, *, progress: bool = True, log: Callable[[str], None] = print
 ) -> pd.DataFrame:
@@ -249,6 +264,7 @@ def generate(
     from drmario.progress import tqdm
 
     run_dir = Path(run_dir)
+    _check_runnable(cfg)  # before selfplay.json is written: a corrected rerun must not be refused
     with lock_run_dir(run_dir, "self-play", log=log):
         remove_stray_temp(run_dir)  # files of writers killed mid-write (this run owns the folder now)
         settings = run_dir / "selfplay.json"

@@ -82,6 +82,28 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
     return cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
 
 
+def at_least(minimum: float, kind: type = int) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` no smaller than minimum (argparse names the option)."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)  # a ValueError here: argparse says "invalid int value"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text}: expected {minimum} or more")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def check_device(device: str, option: str = "--device") -> None:
+    """ValueError, before anything loads, when a network cannot run on device here."""
+    from drmario.learn.device import device_problem
+
+    problem = device_problem(device)
+    if problem:
+        raise ValueError(f"{option} {device}: {problem}")
+
+
 def set_threads(threads: int) -> None:
     """torch's CPU threads in this process (0: torch's default, one per core). The kit's small
     networks run fastest on one: with more, each tiny matrix product waits on its threads."""
@@ -125,6 +147,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     check_agents([args.agent])
     if _needs_torch([args.agent]):
+        check_device(args.device)
         set_threads(args.threads)
     agent = make_agent(args.agent, network=args.network, device=args.device, dtype=args.dtype)
     agent.name = network_name(args.agent, args.network)
@@ -168,8 +191,11 @@ def cmd_play(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     """Self-play games with search, written as training examples into a run directory."""
     from drmario.play.selfplay import SelfPlayConfig, generate
+    from drmario.run.agents import resolve_checkpoint
 
     cfg = settings_from(SelfPlayConfig, args)
+    if cfg.network:  # a shipped network's name, as agent specs take
+        cfg = cfg.replace(network=str(resolve_checkpoint(cfg.network)))
     if cfg.network and cfg.workers == 1:  # one process plays with the network (more: one thread each)
         set_threads(args.threads)
     print(generate(cfg, args.run_dir, progress=not args.no_progress).to_string())
@@ -228,6 +254,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             return 0
         print(f"{args.out} was made with other agents or settings: playing again", file=sys.stderr)
     if _needs_torch(specs):
+        check_device(args.device)
         set_threads(args.threads)
     agents = make_agents(specs, network=args.network, device=args.device, dtype=args.dtype)
     for spec, agent in zip(specs, agents):  # policy@small, not policy: networks stay apart in tables
@@ -248,6 +275,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from drmario.files import write_atomic
     from drmario.learn.train import TrainConfig, train
+    from drmario.run.agents import resolve_checkpoint
     from drmario.run.notebook import result_to_json
 
     set_threads(args.threads)
@@ -255,6 +283,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.no_progress:
         fixed["progress"] = False
     cfg = settings_from(TrainConfig, args, **fixed)
+    check_device(cfg.device)
+    if cfg.init:  # a shipped network's name, as agent specs take
+        cfg = cfg.replace(init=str(resolve_checkpoint(cfg.init)))
     try:
         result = train(cfg, args.run_dir)
     except FileNotFoundError as e:
@@ -453,7 +484,7 @@ def _play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
     p.add_argument("--device", default="cpu", help="where a network runs")
     p.add_argument("--dtype", choices=DTYPES, default="auto", help=DTYPE_HELP)
-    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
+    p.add_argument("--threads", type=at_least(0), default=1, help=THREADS_HELP)
     p.add_argument("--seed", type=int, default=1234, help="NES RNG seed, 2..65535")
     p.add_argument("--level", type=int, default=0, help="virus level 0..24")
     p.add_argument("--pills", choices=["nes", "iid"], default="nes", help="pill sequence: the NES list or i.i.d.")
@@ -461,12 +492,12 @@ def _play_args(p: argparse.ArgumentParser) -> None:
         "--timing",
         choices=["free", "nes"],
         default="free",
-        help="free: a pill goes wherever the controls reach at any speed; nes: only where a player reaches it in "
-        "time at --speed's real speed, and the game counts its frames (RULES.md)",
+        help="free: a pill goes wherever the controls reach at slow speed (time to spare); nes: only where a player "
+        "reaches it in time at --speed's real speed, and the game counts its frames (RULES.md)",
     )
     p.add_argument("--speed", choices=["low", "med", "hi"], default="med", help="the NES speed setting (timing nes)")
     p.add_argument("--stall-limit", type=int, default=None, help="stalemate after this many idle pills (none)")
-    p.add_argument("--max-pills", type=int, default=2000, help="stop the game after this many pills")
+    p.add_argument("--max-pills", type=at_least(1), default=2000, help="stop the game after this many pills")
     p.add_argument("--rng-seed", type=int, default=0, help="seeds the agent's decisions")
     p.add_argument(
         "--verbose",
@@ -474,7 +505,7 @@ def _play_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the board after every move; with --timing nes also each pill's input path (see above)",
     )
-    p.add_argument("--delay", type=float, default=0.0, help="seconds to wait after each board (with -v)")
+    p.add_argument("--delay", type=at_least(0.0, float), default=0.0, help="seconds to wait after each board (with -v)")
     p.add_argument("--record", action="store_true", help="print the game record as JSON at the end")
 
 
@@ -483,7 +514,7 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("run_dir", help="run directory (resumes if it holds this run already)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP + " (with workers > 1: one per worker)")
+    p.add_argument("--threads", type=at_least(0), default=1, help=THREADS_HELP + " (with workers > 1: one per worker)")
     add_settings(p, SelfPlayConfig)
 
 
@@ -495,7 +526,7 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network", help="checkpoint for the network agents (or give it as SPEC@PATH)")
     p.add_argument("--device", default="cpu", help="where networks run")
     p.add_argument("--dtype", choices=DTYPES, default="auto", help=DTYPE_HELP)
-    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
+    p.add_argument("--threads", type=at_least(0), default=1, help=THREADS_HELP)
     p.add_argument("--out", metavar="FILE", help="write the table as CSV; if FILE was made the same way, print it")
     p.add_argument("--force", action="store_true", help="play again even if --out FILE was made the same way")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -508,7 +539,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="run directory (continues the run there, if any)")
     p.add_argument("data", nargs="*", help="example files or folders (replace the settings' data)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
+    p.add_argument("--threads", type=at_least(0), default=1, help=THREADS_HELP)
     add_settings(p, TrainConfig, skip=("data", "progress"))
 
 
@@ -541,7 +572,7 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
 
 def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="run directory (of the pipeline)")
-    p.add_argument("--out", required=True, help="the network file to write; its card goes beside it (.json)")
+    p.add_argument("--out", required=True, help="the network file to write (.pt); its card goes beside it (.json)")
     p.add_argument("--round", type=int, help="whose network: the one trained after this round (default: the best)")
 
 
@@ -563,10 +594,19 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str, Callable[[ar
 RESUMABLE = ("generate", "train", "pipeline")  # a rerun of these continues where they stopped
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where there is none to show (None, or a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; with only, just that command gets its arguments (the others
     would import their settings classes, torch among them, for nothing)."""
-    formatter = argparse.ArgumentDefaultsHelpFormatter
+    formatter = _Formatter
     parser = argparse.ArgumentParser(prog="drmario", description="drmario-kit: Dr. Mario, AlphaZero-style")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (func, summary, add_args) in COMMANDS.items():

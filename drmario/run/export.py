@@ -89,6 +89,8 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
     """Write the network trained after `round` of run_dir (None: `shipped_round`) to out, weights
     only, and its card to `card_path(out)`; both atomically. Returns out."""
     run_dir = Path(run_dir)
+    if Path(out).suffix != ".pt":  # the card goes beside it as .json: a .json network would be overwritten
+        raise ValueError(f"export to {out}: expected a .pt file (its card is written beside it as .json)")
     round = shipped_round(run_dir) if round is None else round
     source = checkpoint_path(run_dir, round)
     state = read_checkpoint(source)  # checks the digest: a damaged checkpoint is never shipped

@@ -108,6 +108,13 @@ def test_arena_results_names_every_round_once(runs):
     named = compare.arena_results({"first": a, "second": b})
     assert "net-mcts-16 (second r0)" in set(named["agent"])
     assert compare.arena_results(b / "round0").empty
+    c = a.parent / "C"  # random again, and at two levels the others never played
+    more = [dict(row, level=row["level"] + 10) for row in arena_rows("random", {0: 2, 5: 2})]
+    write_arena(c / "analysis0" / "arena.csv", arena_rows("random", {0: 3, 5: 3}) + more)
+    random_rows = compare.arena_results([a, c]).query("agent == 'random'").set_index("level")["run"]
+    assert random_rows.to_dict() == {0: "A", 5: "A", 10: "C", 15: "C"}  # C's new levels are kept
+    text = compare.format_leaderboard(compare.leaderboard([a, c]))
+    assert "note: not every agent played every level" in text
 
 
 def test_leaderboard_is_best_first_with_wilson_intervals(runs):
@@ -123,7 +130,7 @@ def test_leaderboard_is_best_first_with_wilson_intervals(runs):
     assert row["run"] == "A" and row["round"] == 1
     assert board.index[-1] == "dqn (A)"
     text = compare.format_leaderboard(board)
-    assert "net-mcts-16 (A r1)" in text and "15/20" in text and "75.0% [" in text
+    assert "net-mcts-16 (A r1)" in text and "15/20" in text and "75.0% [" in text and "note:" not in text
     same = compare.leaderboard(compare.arena_results([a, b]))
     pd.testing.assert_frame_equal(board, same)
     assert compare.leaderboard(pd.DataFrame(columns=ARENA_COLUMNS)).empty

@@ -85,7 +85,7 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
     runs = run_dirs_by_name(run_dirs)
     several = len(runs) > 1
     frames: list[pd.DataFrame] = []
-    seen: set[str] = set()  # the agents without a network already taken
+    seen: set[tuple[str, int]] = set()  # (agent, level) of the agents without a network already taken
     for run, path in runs.items():
         tables: list[tuple[str, int | None, Path]] = [
             (f"analysis{k}", k, path / f"analysis{k}" / "arena.csv") for k in numbered(path, "analysis")
@@ -108,8 +108,9 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
             df["round"] = pd.array(
                 [k if mine and kind in NETWORK_KINDS else None for kind, mine in zip(kinds, per_run)]
             )
-            keep = per_run | ~df["spec"].isin(seen)
-            seen.update(df.loc[~per_run, "spec"])
+            pairs = pd.Series(list(zip(df["spec"], df["level"])), index=df.index)
+            keep = per_run | ~pairs.isin(seen)  # another run's levels are kept
+            seen.update(pairs[~per_run])
             frames.append(df[keep])
     if not frames:
         return pd.DataFrame(columns=RESULT_COLUMNS)
@@ -174,7 +175,10 @@ def format_leaderboard(board: pd.DataFrame) -> str:
         cleared = row["cleared_fraction"]
         line["cleared"] = "-" if cleared is None or math.isnan(cleared) else f"{cleared:.1%}"
         rows.append(line)
-    return pd.DataFrame(rows).to_string(index=False)
+    text = pd.DataFrame(rows).to_string(index=False)
+    if levels and board[levels].isna().any().any():
+        text += "\nnote: not every agent played every level ('-'): compare 'all levels' only between agents that did"
+    return text
 
 
 def training_runs(run_dirs: RunDirs) -> dict[str, Path]:

@@ -318,6 +318,10 @@ def test_bad_settings_and_positions_are_refused():
         SearchConfig(mode="puct").run([Position.of(dm.Game(2, 0))], [0])
     with pytest.raises(ValueError, match="preview .* is unknown"):
         round0_search([Position.of(dm.Game(2, 0))._replace(preview=None)], [0], simulations=2)
+    over = dm.Game(2, 0, stall_limit=1)
+    over.play(over.legal_moves()[0])  # a pill that clears nothing: a stalemate
+    with pytest.raises(ValueError, match=r"is over \(stalemate\): it has no pill to place"):
+        Position.of(over)
     cells = np.zeros((8, 16), np.uint8)
     cells[3, :] = [K.VIRUS << 2 | (1 + y % 3) for y in range(16)]  # a column up to the spawn cell
     lost = Position(cells, dm.Pill.from_string("qu"), preview=dm.Pill.from_string("qu"))

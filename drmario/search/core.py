@@ -44,6 +44,8 @@ class Position(NamedTuple):
 
     @classmethod
     def of(cls, game: Game) -> Position:
+        if game.over:
+            raise ValueError(f"{game!r} is over ({game.outcome and game.outcome.value}): it has no pill to place")
         timed = (game.speed_index, game.parity) if game.timed else (None, 1)
         return cls(game.board.cells, game.pill, game.stall, game.stall_limit, game.next_pill, game.pills_used, *timed)
 

@@ -1,0 +1,27 @@
+"""The README's short tour runs as written: the first block whole, the second's imports and first
+search (its self-play, training and arena take minutes, so they are only parsed)."""
+
+import ast
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def tour_blocks() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    tour = text[text.index("## A short tour") : text.index("### Conventions")]
+    return re.findall(r"```python\n(.*?)```", tour, re.S)
+
+
+def test_the_tour_runs_as_written():
+    first, second = tour_blocks()
+    scope: dict = {}
+    exec(compile(first, "README tour, block 1", "exec"), scope)
+    assert scope["game"].over and scope["record"].moves
+    ast.parse(second)  # all of it is Python
+    quick = [line for line in second.splitlines() if line.startswith(("from ", "import ", "game =", "result ="))]
+    assert len(quick) == 9, quick  # the imports, the new game and its search
+    exec(compile("\n".join(quick), "README tour, block 2", "exec"), scope)
+    table = scope["result"].table()
+    assert table["target"].sum() == 1 and len(table) == len(scope["game"].legal_moves())

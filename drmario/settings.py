@@ -180,11 +180,21 @@ def apply_dotted(d: dict, overrides: Mapping[str, Any], where: str = "settings")
 
 def load_yaml(text: str) -> Any:
     """YAML as a settings file means it: like ``yaml.safe_load``, but ``1e-3`` is a number (YAML 1.1
-    reads exponents without a dot as strings)."""
+    reads exponents without a dot as strings), and a key given twice in one mapping is an error
+    (yaml.YAMLError naming both lines) rather than the last one silently winning."""
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            first: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in first:
+                    raise yaml.constructor.ConstructorError(
+                        "in a mapping", first[key], f"the key {key!r} is given twice", key_node.start_mark
+                    )
+                first[key] = key_node.start_mark
+            return super().construct_mapping(node, deep=deep)
 
     Loader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
@@ -318,7 +328,7 @@ def _convert(value: Any, tp: Any) -> tuple[bool, Any, str]:
 def _want(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin in (list, tuple):
-        return f"a list ({type_text(tp)})"
+        return f"a list ({type_text(tp)}, written [a, b])"
     return {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}.get(tp, type_text(tp))
 
 

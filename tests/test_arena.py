@@ -143,6 +143,8 @@ def test_agents_from_specs(tmp_path):
     for bad in ["alphazero", "greedy-5", "mcts-0", "policy", "expert3-5", "expert5"]:
         with pytest.raises(ValueError, match="agent"):
             make_agent(bad)
+    with pytest.raises(ValueError, match="greedy plays without a network; only policy, net-mcts"):
+        make_agent(f"greedy@{ckpt}")  # a checkpoint it would ignore
 
 
 def test_evaluate_command_prints_each_agents_own_interval(tmp_path, capsys):

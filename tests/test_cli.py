@@ -196,6 +196,7 @@ def test_settings_of_a_notebook_are_the_notebooks_values(capsys):
     default = TrainConfig().steps
     assert ("steps (train.steps): int = 60" + (f" (class default: {default})" if default != 60 else "")) in lines
     assert main(["settings", "train"]) == 0 and capsys.readouterr().out.splitlines() == lines  # the section's name
+    assert main(["settings", "02"]) == 0 and capsys.readouterr().out.splitlines() == lines  # its number
     assert main(["settings", "TrainConfig"]) == 0
     assert f"filters (net.filters): int = {TrainConfig().net.filters}\n" in capsys.readouterr().out  # class defaults
     assert main(["settings", "TrainConfg"]) == 2
@@ -350,3 +351,31 @@ def test_a_failed_generate_does_not_block_its_corrected_rerun(checkpoint, tmp_pa
     shipped = ["generate", str(tmp_path / "shipped"), *args[2:], "--network", "small", "--no-progress"]
     assert main(shipped) == 0  # a shipped network's name, as in agent specs
     assert json.loads((tmp_path / "shipped" / "selfplay.json").read_text())["network"].endswith("small.pt")
+
+
+def test_a_key_given_twice_in_a_settings_file_is_named_with_both_lines(tmp_path, capsys):
+    config = tmp_path / "eval.yaml"
+    config.write_text("games_per_level: 2\nlevels: [0]\nlevels: [4]\n")
+    assert main(["evaluate", "--agents", "random", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "the key 'levels' is given twice" in err and "line 2" in err and "line 3" in err
+
+
+def test_a_list_flag_takes_yaml_or_a_bare_comma_list(capsys):
+    parser = cli.build_parser("evaluate")
+    for text in ("[0, 10]", "0,10", "0, 10"):
+        assert vars(parser.parse_args(["evaluate", "--levels", text]))["setting:levels"] == [0, 10], text
+    assert main(["evaluate", "--agents", "random", "--set", "levels=0,10"]) == 2  # --set values are YAML
+    assert "levels = '0,10': expected a list (list[int], written [a, b])" in capsys.readouterr().err
+
+
+def test_a_misspelt_option_is_named_under_its_commands_usage(capsys):
+    for argv, said in (
+        (["play", "--agnet", "greedy"], "error: unrecognized arguments: --agnet greedy; did you mean --agent?"),
+        (["evaluate", "--levels", "0", "10"], "error: unrecognized arguments: 10\n"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and f"drmario {argv[0]}: {said}" in err, err
+        assert err.startswith(f"usage: drmario {argv[0]} ")  # the command's usage, not the list of commands

@@ -91,6 +91,8 @@ def test_bad_board_strings(text, message):
         ("km", "letter 0 is 'k'"),  # a vertical pill is not a pill to place
         ("ad", "letter 0 is 'a'"),
         ("q\u0101", "letter 1"),
+        ("rb", "letter 1 is 'b'.*the pill that prints as 'rb' is 'qw' in maryodel letters"),
+        ("yy", "letter 0 is 'y'.*the pill that prints as 'yy' is 'rv'"),
     ],
 )
 def test_bad_pill_strings(text, message):

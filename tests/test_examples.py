@@ -373,7 +373,7 @@ def test_malformed_lines_reported_with_file_and_line(tmp_path, all_examples, suf
         bad_lines[at + 1] = message
     lines.insert(33, '["' + "d" * 128 + '", "qw", 1, 0')  # truncated JSON
     bad_lines = {(k if k <= 33 else k + 1): m for k, m in bad_lines.items()}
-    bad_lines[34] = "invalid JSON"
+    bad_lines[34] = r"invalid JSON: Expecting ',' delimiter at the end of the line \(cut short\?\)"
     lines.insert(12, "   ")  # blank lines are not data
     bad_lines = {(k if k <= 12 else k + 1): m for k, m in bad_lines.items()}
     path = tmp_path / f"mixed{suffix}"

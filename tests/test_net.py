@@ -271,8 +271,13 @@ def test_corrupted_checkpoints(tmp_path):
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint at all")
     for path in (truncated, garbage):
-        with pytest.raises(CheckpointError, match=f"{path.name}.*cannot be read"):
+        with pytest.raises(CheckpointError, match=f"{path.name}.*cannot be read") as err:
             load_player(path)
+        assert "weights_only" not in str(err.value)  # torch's advice to unpickle it anyway is not passed on
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    save_net(DrMarioNet(NetConfig(**TINY)), tmp_path / "run" / "checkpoints" / "latest.pt")
+    with pytest.raises(FileNotFoundError, match=r"run is a directory: give a checkpoint file \(.pt\), e.g. .*latest"):
+        load_net(tmp_path / "run")
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
     with pytest.raises(CheckpointError, match="other.pt is not a drmario network checkpoint"):

@@ -266,7 +266,7 @@ def test_train_command(tmp_path, capsys):
     assert result["step"] == 4 and result["stopped"] is None
     load_player(result["checkpoint"]).evaluate(np.zeros((1, 8, 16), np.uint8), np.ones((1, 2), np.uint8))
     assert main(args + ["--set", "optimizr=sgd"]) == 2
-    assert "--set optimizr: not a setting; did you mean optimizer" in capsys.readouterr().err
+    assert "--set optimizr: not a setting; did you mean optimizer?" in capsys.readouterr().err  # once
     assert main(args + ["--steps", "-1", "--lr", "nan"]) == 2
     err = capsys.readouterr().err
     assert "steps = -1" in err and "lr = 'nan'" in err

@@ -241,10 +241,11 @@ class Pill(NamedTuple):
             code = int(LETTER_TO_CODE[ord(letter)]) if ord(letter) < 256 else -1
             if code <= 0 or code >> 2 != shape:
                 expected = "qrs (left half)" if shape == K.LEFT else "uvw (right half)"
-                raise FormatError(
-                    f"pill {text!r}: letter {i} is {letter!r}, expected one of {expected}; "
-                    "a pill to place is given in its horizontal spawn form"
-                )
+                hint = "a pill to place is given in its horizontal spawn form"
+                if all(c in "ryb" for c in text):  # the colour letters pills print with
+                    spelt = cls(*(Colour("ryb".index(c) + 1) for c in text)).to_string()
+                    hint = f"the pill that prints as {text!r} is {spelt!r} in maryodel letters"
+                raise FormatError(f"pill {text!r}: letter {i} is {letter!r}, expected one of {expected}; {hint}")
             halves.append(Colour(code & 3))
         return cls(*halves)
 

@@ -314,7 +314,7 @@ class Game:
         r, x, y = move_values(move)  # FormatError unless three integers
         if not (0 <= r < 4 and 0 <= x < K.WIDTH and 0 <= y < K.HEIGHT) or not self.legal_mask()[r, x, y]:
             raise ValueError(
-                f"illegal move {(r, x, y)} (r, x, y) for pill {pill.to_string()!r} at pill {self.pills_used}"
+                f"illegal move {(r, x, y)} (r, x, y) for pill {pill} ({pill.to_string()!r}) at pill {self.pills_used}"
             )
         move = canonical(pill, Move(r, x, y))
         r, x, y = move

@@ -65,7 +65,7 @@ def place(board: Board, pill: Pill, move: Move) -> tuple[Board, PlaceResult]:
     """Lock pill at move and resolve every cascade. Raises ValueError for an illegal move."""
     board, pill, move = as_board(board), as_pill(pill), as_move(move)
     if not is_legal(board, pill, move):
-        raise ValueError(f"illegal move {tuple(move)} (r, x, y) for pill {pill.to_string()!r} on {board!r}")
+        raise ValueError(f"illegal move {tuple(move)} (r, x, y) for pill {pill} ({pill.to_string()!r}) on {board!r}")
     cells = board.cells.copy()
     viruses, cleared, rounds = K.place_and_resolve(cells, int(pill.left), int(pill.right), *move)
     won = K.count_viruses(cells) == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import warnings
 from pathlib import Path
 
@@ -72,13 +73,20 @@ def _load(path: Path) -> tuple[object, bool]:
     """(torch.load of path onto the CPU, weights only, whether it carried a digest); the digest, if
     any, checked and removed. FileNotFoundError if path is missing; CheckpointError naming the file
     if it is truncated or corrupted (a flipped byte in a weight changes the digest)."""
+    if path.is_dir():
+        found = sorted(path.glob("**/checkpoints/latest.pt"))
+        hint = f", e.g. {found[0]}" if found else ""
+        raise FileNotFoundError(f"checkpoint {path} is a directory: give a checkpoint file (.pt){hint}")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for damaged files
+        # torch's unpickling message advises weights_only=False, which would run any code in the file
+        why = "not a file torch.save wrote" if isinstance(e, pickle.UnpicklingError) else str(e).strip()
         raise CheckpointError(
-            f"checkpoint {path} cannot be read (truncated or corrupted?): {type(e).__name__}: {e}"
+            f"checkpoint {path} cannot be read (not a checkpoint, or truncated or corrupted?): "
+            f"{type(e).__name__}: {why}"
         ) from e
     if isinstance(state, dict) and DIGEST in state:
         saved = state.pop(DIGEST)

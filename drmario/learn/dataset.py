@@ -438,7 +438,10 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
                 return game.astype(np.int64), len(table)
     if problem is not None:
         if on_error == "raise":
-            raise ValueError(f"{problem} (load with on_error='skip' to fall back to the duration countdown)")
+            raise ValueError(
+                f"{problem}: delete or restore the sidecar (without one, games are inferred from the duration "
+                "countdown), or load with on_error='skip' to fall back to that"
+            )
         report.warnings.append(f"{problem}; game ids inferred from the duration countdown instead")
     game = infer_games(decoded.duration, decoded.index)
     n_games = int(game[-1]) + 1 if len(game) else 0

@@ -27,7 +27,7 @@ import numpy as np
 from drmario.engine.game import GameRecord
 from drmario.files import atomic_file, write_atomic
 from drmario.learn.example_decoding import Decoded, decode_rows
-from drmario.learn.examples import Example, ExampleError, check_examples, decoded_examples
+from drmario.learn.examples import Example, ExampleError, check_examples, decoded_examples, json_error
 
 ERRORS_KEPT = 10  # how many error messages a ReadReport keeps
 FORMAT = "drmario-examples"
@@ -355,7 +355,7 @@ def _decode_chunk(lines: list[bytes], base: int, report: ReadReport) -> tuple[De
         try:
             rows.append(json.loads(line))
         except ValueError as e:  # also bad UTF-8
-            errors[base + j] = f"invalid JSON: {e}"
+            errors[base + j] = json_error(e, line)
         else:
             row_lines.append(base + j)
             row_ordinals.append(report.lines - 1)

@@ -63,6 +63,18 @@ from drmario.learn.encode import MOVES_SHAPE, N_PLANES, encode, sparse_moves, sy
 from drmario.learn.example_decoding import Decoded, decode_rows, pill_of
 
 
+def json_error(error: ValueError, text: str | bytes) -> str:
+    """What is wrong with one line of JSON, placed in the line: json's own position counts lines
+    and would call the end of a line cut short "line 2 column 1"."""
+    if not isinstance(error, json.JSONDecodeError):  # e.g. bytes that are not UTF-8
+        return f"invalid JSON: {error}"
+    if isinstance(text, bytes):  # json's positions count characters
+        text = text.decode("utf-8", "replace")
+    end = len(text.rstrip())
+    where = "at the end of the line (cut short?)" if error.pos >= end else f"at column {error.pos + 1}"
+    return f"invalid JSON: {error.msg} {where}"
+
+
 class ExampleError(FormatError):
     """A malformed training example. ``where`` is ``file:line`` (or a description), ``detail`` what
     is wrong; ``path`` and ``line`` (1-based) are set when it comes from a file."""
@@ -140,7 +152,7 @@ class Example:
             try:
                 obj = json.loads(obj)
             except ValueError as e:
-                raise ExampleError(where, f"invalid JSON: {e}") from None
+                raise ExampleError(where, json_error(e, obj)) from None
         decoded, errors = decode_rows([obj])
         if errors:
             raise ExampleError(where, errors[0])

@@ -74,6 +74,8 @@ def parse_spec(spec: str) -> tuple[str, int | None, str | None]:
         raise ValueError(f"agent {spec!r}: {kind} takes no simulation count")
     if sims is not None and int(sims) < 1:
         raise ValueError(f"agent {spec!r}: the simulation count must be >= 1")
+    if m["path"] is not None and kind not in TORCH_KINDS:
+        raise ValueError(f"agent {spec!r}: {kind} plays without a network; only {', '.join(TORCH_KINDS)} take @PATH")
     return kind, None if sims is None else int(sims), m["path"]
 
 

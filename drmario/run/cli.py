@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 import time
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,17 @@ def _yaml_value(text: str) -> Any:
     return parse_assignment(f"v={text}")[1]
 
 
+def _yaml_list(text: str) -> Any:
+    """A list flag's value: YAML ([0, 10]), or the same without its brackets (0,10)."""
+    if text == "None" or text.lstrip().startswith("["):
+        return _yaml_value(text)
+    return _yaml_value(f"[{text}]")
+
+
 def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tuple[str, ...] = ()) -> None:
-    """A flag for every leaf setting of cls (values are YAML: 500, 0.1, true, [0, 4], null; a
-    true-or-false flag alone means true), plus --config FILE and --set KEY=VALUE."""
+    """A flag for every leaf setting of cls (values are YAML: 500, 0.1, true, [0, 4], null; a list
+    also without its brackets, 0,4; a true-or-false flag alone means true), plus --config FILE and
+    --set KEY=VALUE."""
     group = parser.add_argument_group(f"settings ({cls.__name__})")
     group.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file (nested, as saved)")
     group.add_argument(
@@ -48,7 +57,7 @@ def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tup
         group.add_argument(
             "--" + leaf.name.replace("_", "-"),
             dest=SETTING + leaf.path,
-            type=_yaml_value,
+            type=_yaml_list if typing.get_origin(leaf.type) in (list, tuple) else _yaml_value,
             nargs="?" if switch else None,
             const=True if switch else None,
             default=argparse.SUPPRESS,
@@ -75,7 +84,7 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
         if key not in paths and key not in paths.values():
             import difflib
 
-            close = difflib.get_close_matches(key, [*paths, *paths.values()], n=2)
+            close = difflib.get_close_matches(key, list(dict.fromkeys([*paths, *paths.values()])), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise SettingsError(cls.__name__, [f"--set {key}: not a setting{hint}"])
         overrides[paths.get(key, key)] = value
@@ -397,7 +406,7 @@ def settings_class(name: str) -> tuple[type[Settings], str | None]:
     from drmario.run.profiles import NOTEBOOKS
 
     for section, notebook in NOTEBOOKS.items():
-        if name in (section, notebook.stem):
+        if name in (section, notebook.stem, notebook.stem.split("_")[0]):  # 02 is 02_train, as in --stop-before
             return notebook.settings, notebook.stem
     raise KeyError(name)
 
@@ -603,15 +612,35 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+class Parser(argparse.ArgumentParser):
+    """The top-level parser, with each command's own (`commands`), which reports what it does not
+    know under that command's usage, with the closest option."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_command(self, argv: list[str]) -> argparse.Namespace:
+        args, extra = self.parse_known_args(argv)
+        if extra:
+            import difflib
+
+            command = self.commands[args.command]
+            options = [s for action in command._actions for s in action.option_strings]  # argparse has no public list
+            close = difflib.get_close_matches(extra[0].split("=")[0], options, n=1)
+            hint = f"; did you mean {close[0]}?" if close and extra[0].startswith("-") else ""
+            command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return args
+
+
+def build_parser(only: str | None = None) -> Parser:
     """The parser of every command; with only, just that command gets its arguments (the others
     would import their settings classes, torch among them, for nothing)."""
-    formatter = _Formatter
-    parser = argparse.ArgumentParser(prog="drmario", description="drmario-kit: Dr. Mario, AlphaZero-style")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="drmario", description="drmario-kit: Dr. Mario, AlphaZero-style")
+    parser.commands = {}
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
     for name, (func, summary, add_args) in COMMANDS.items():
-        p = sub.add_parser(name, help=summary, description=func.__doc__, formatter_class=formatter)
+        p = sub.add_parser(name, help=summary, description=func.__doc__, formatter_class=_Formatter)
         p.set_defaults(func=func)
+        parser.commands[name] = p
         if only is None or only == name:
             add_args(p)
     return parser
@@ -621,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), "")  # no options come before the command
     try:
-        args = build_parser(only=command).parse_args(argv)
+        args = build_parser(only=command).parse_command(argv)
         try:
             status = args.func(args)
             sys.stdout.flush()  # output into a closed pipe fails here, not after main

@@ -104,13 +104,13 @@ def at_least(minimum: float, kind: type = int) -> Callable[[str], Any]:
     return parse
 
 
-def check_device(device: str, option: str = "--device") -> None:
-    """ValueError, before anything loads, when a network cannot run on device here."""
+def check_device(device: str) -> None:
+    """ValueError, before anything loads, when a network cannot run on --device here."""
     from drmario.learn.device import device_problem
 
     problem = device_problem(device)
     if problem:
-        raise ValueError(f"{option} {device}: {problem}")
+        raise ValueError(f"--device {device}: {problem}")
 
 
 def set_threads(threads: int) -> None:

@@ -430,6 +430,23 @@ def test_held_out_examples_are_what_the_test_rows_measure(tmp_path):
     assert errors["won: mean squared error"] == pytest.approx(step0["won"], rel=1e-5)  # the curve's first point
 
 
+def test_steps_before_follow_the_warm_starts_back_to_fresh_weights(tmp_path, examples):
+    from drmario import viz
+    from drmario.learn.train import steps_before
+
+    first = train(tiny(steps=10), tmp_path / "first", examples)
+    refit = train(tiny(steps=5, init=str(first.checkpoint), learn="values"), tmp_path / "values", examples)
+    train(tiny(steps=5, init=str(refit.checkpoint)), tmp_path / "next", examples)
+    assert [steps_before(tmp_path / name) for name in ("first", "values", "next")] == [0, 10, 15]
+    df = viz.read_metrics({name: tmp_path / name for name in ("first", "values", "next")}, total_steps=True)
+    tests = df[df["split"] == "test"].groupby("run")["total_step"].agg(["min", "max"])
+    assert tests.loc["values"].tolist() == [10, 15] and tests.loc["next"].tolist() == [15, 20]  # one timeline
+    assert "total_step" in viz.curve_explorer({"first": tmp_path / "first", "next": tmp_path / "next"}).x.options
+    (tmp_path / "first" / "checkpoints" / "latest.pt").unlink()  # a link that cannot be read
+    assert steps_before(tmp_path / "values") is None and steps_before(tmp_path / "next") is None
+    assert steps_before(tmp_path / "nowhere") is None
+
+
 def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_decision_later(examples):
     from drmario.learn.dataset import later_index
     from drmario.learn.net import DrMarioNet

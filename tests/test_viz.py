@@ -321,6 +321,7 @@ def test_curve_explorer_redraws(tmp_path):
     runs = [write_metrics(tmp_path / "a"), write_metrics(tmp_path / "b", scale=2.0)]
     panel = viz.curve_explorer(runs)
     assert isinstance(panel, viz.Panel) and panel.runs.value == ("a", "b")
+    assert "total_step" not in panel.x.options  # no run continues another
     before = panel.image.value
     assert before[:4] == b"\x89PNG"
     panel.log.value = False

@@ -641,6 +641,26 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
             trainer.close()
 
 
+def steps_before(run_dir: str | Path) -> int | None:
+    """The optimiser steps before a training's first: those of the checkpoint it started from
+    (config.json's init) and, back along the warm starts, of the trainings that made it, to fresh
+    weights (0). None where a link cannot be read: no config.json, an init that is gone, or one not
+    from a training (an exported network keeps no step)."""
+    total, folder = 0, Path(run_dir)
+    for _ in range(1000):  # a cycle is impossible for real runs; a hand-edited config could make one
+        try:
+            init = json.loads((folder / "config.json").read_text()).get("init")
+            if not init:
+                return total
+            step = read_checkpoint(init).get("step")
+        except (OSError, ValueError):  # no file, damaged JSON or checkpoint (CheckpointError)
+            return None
+        if not isinstance(step, int) or Path(init).parent.name != "checkpoints":
+            return None
+        total, folder = total + step, Path(init).parent.parent
+    return None
+
+
 def held_out_examples(cfg: TrainConfig) -> ExampleSet:
     """The examples a training by cfg logs its test rows on: cfg.data's held-out games (test_fraction,
     seed), with their colour renamings when cfg.augment. Compare networks on these to read the

@@ -41,10 +41,11 @@ METRIC_COLUMNS = (
     "reg",
 )
 LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg")
-X_COLUMNS = ("step", "epoch", "samples", "time_s")
+X_COLUMNS = ("step", "total_step", "epoch", "samples", "time_s")
 # ... the training curves' x columns ...
 X_LABELS = {
     "step": "training step (optimiser updates)",
+    "total_step": "optimiser updates from fresh weights (warm starts and refits continue)",
     "epoch": "epoch (passes over the training set)",
     "samples": "training samples seen",
     "time_s": "training time (s)",
@@ -93,12 +94,17 @@ def _run_names(paths: list[Path]) -> list[str]:
     return [str(d) if names.count(name) > 1 else name for d, name in zip(dirs, names)]
 
 
-def read_metrics(runs: PathLike | Iterable[PathLike] | Mapping[str, PathLike]) -> pd.DataFrame:
+def read_metrics(
+    runs: PathLike | Iterable[PathLike] | Mapping[str, PathLike], *, total_steps: bool = False
+) -> pd.DataFrame:
     """The metrics.csv of one or several runs in one DataFrame with a ``run`` column first.
 
     runs: a run directory or CSV file, a list of them, or {name: path} to choose the names
     (otherwise a run is named after its directory). The other columns are the files' own (the
-    trainer writes `METRIC_COLUMNS`); ``step`` and ``split`` are required.
+    trainer writes `METRIC_COLUMNS`); ``step`` and ``split`` are required. total_steps: add
+    ``total_step``, the step counted from fresh weights (`drmario.learn.train.steps_before`: a warm
+    start or a values refit continues its network's count; NaN where that cannot be read), so runs
+    that continue one another line up.
     """
     import pandas as pd
 
@@ -124,6 +130,11 @@ def read_metrics(runs: PathLike | Iterable[PathLike] | Mapping[str, PathLike]) -
         if missing:
             raise ValueError(f"{file}: missing column(s) {', '.join(missing)} (has {', '.join(df.columns)})")
         df.insert(0, "run", name)
+        if total_steps:
+            from drmario.learn.train import steps_before
+
+            before = steps_before(file.parent)
+            df["total_step"] = df["step"] + (np.nan if before is None else before)
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 
@@ -303,7 +314,7 @@ def curve_explorer(
     log scale, x axis, and a reload button (for runs still training). Returns a Panel (controls
     ``runs``, ``terms``, ``smoothing``, ``log``, ``x``, ``reload``, ``image``, ``message``);
     without ipywidgets, the `plot_curves` figure of every loss term, with a warning."""
-    df = read_metrics(run_dirs)
+    df = read_metrics(run_dirs, total_steps=True)
     widgets = ipywidgets_or_none()
     available = [t for t in (*LOSS_TERMS, "lr", "samples_per_s") if t in df.columns]
     if widgets is None:
@@ -329,11 +340,14 @@ def curve_explorer(
         c["message"].value = ""
 
     def reload(_: Any = None) -> None:
-        state["df"] = read_metrics(run_dirs)
+        state["df"] = read_metrics(run_dirs, total_steps=True)
         names = list(dict.fromkeys(state["df"]["run"]))
         keep = [r for r in c["runs"].value if r in names] or names
         c["runs"].options = names
         c["runs"].value = keep
+        x = c["x"].value
+        c["x"].options = _x_columns(state["df"])  # a run that continues another may have appeared
+        c["x"].value = x if x in c["x"].options else "step"
         redraw()
 
     for name in ("runs", "terms", "smoothing", "log", "x"):
@@ -351,6 +365,13 @@ def _png_html(png: bytes) -> str:
     return f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"/>' if png else ""
 
 
+def _x_columns(df: pd.DataFrame) -> list[str]:
+    """The x axes `curve_explorer` offers: those df has, total_step only where a run continues
+    another (elsewhere it is the step)."""
+    continues = "total_step" in df.columns and bool(np.nan_to_num(df["total_step"] - df["step"]).any())
+    return [c for c in X_COLUMNS if c in df.columns and (c != "total_step" or continues)]
+
+
 def _explorer_controls(widgets: Any, df: pd.DataFrame, terms: Sequence[str], available: list[str]) -> dict[str, Any]:
     """The widgets of `curve_explorer` by control name, set to their first values."""
     run_names = list(dict.fromkeys(df["run"]))
@@ -363,7 +384,7 @@ def _explorer_controls(widgets: Any, df: pd.DataFrame, terms: Sequence[str], ava
         ),
         "smoothing": widgets.FloatSlider(value=0.0, min=0.0, max=0.99, step=0.01, description="smoothing"),
         "log": widgets.Checkbox(value=True, description="log scale", indent=False),
-        "x": widgets.Dropdown(options=[c for c in X_COLUMNS if c in df.columns], value="step", description="x"),
+        "x": widgets.Dropdown(options=_x_columns(df), value="step", description="x"),
         "reload": widgets.Button(description="reload", tooltip="read the metrics files again"),
         "image": widgets.Image(format="png"),
         "message": widgets.HTML(),

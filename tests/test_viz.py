@@ -454,27 +454,32 @@ def test_every_plot_is_labelled(tmp_path):
     assert "positions per bin" in texts
     outer = Figure()
     assert_labelled(viz.plot_calibration(p, p, "won", ax=outer.subplots()))
-    largest = np.histogram(p, 10)[0].max()
-    assert f"disc area: positions per bin (largest {largest})" in legend_texts(outer)
-    sizes = outer.axes[0].collections[-1].get_sizes()
-    assert len(sizes) == 10 and sizes.max() == 162 and sizes.min() > 12  # the largest bin: the largest disc
+    counts = np.histogram(p, 10)[0]
+    assert f"disc area ∝ positions per bin (this disc: {counts.max()})" in legend_texts(outer)
+    discs = next(c for c in outer.axes[0].collections if hasattr(c, "get_sizes") and len(c.get_sizes()) == 10)
+    assert np.allclose(discs.get_sizes(), 250 * counts / counts.max())  # area in proportion to the count
+    legend_disc = outer.axes[0].get_legend().legend_handles[-1]
+    assert legend_disc.get_sizes()[0] == 250  # as large as the largest bin's
 
 
 def test_plot_selfplay_rounds_shows_the_share_won_with_its_interval():
     import pandas as pd
 
     rounds = pd.DataFrame(
-        {"games": [10, 20], "wins": [10, 5], "viruses_cleared": [400, 500], "pills_per_virus": [1.8, 3.0]},
+        {"games": [10, 20], "wins": [10, 5], "cleared_share": [1.0, 0.4], "pills_per_virus": [1.8, 3.0]}
+        | {"search": ["expert, depth 2", "puct, 16 simulations"]},
         index=pd.Index([0, 1], name="round"),
     )
     fig = viz.plot_selfplay_rounds(rounds)
     assert_labelled(fig)
-    won, ppv, viruses = [a for a in fig.axes if a.get_visible()]
+    won, ppv, cleared = [a for a in fig.axes if a.get_visible()]
     assert [b.get_height() for b in won.patches] == [1.0, 0.25]
-    assert [b.get_height() for b in viruses.patches] == [40.0, 25.0]  # per game
+    assert [b.get_height() for b in cleared.patches] == [1.0, 0.4]
     assert [b.get_height() for b in ppv.patches] == [1.8, 3.0]
     segments = won.collections[0].get_segments()  # the error bars
     assert segments[0][0][1] == pytest.approx(0.7225, abs=1e-3) and segments[0][1][1] == pytest.approx(1.0)  # Wilson
+    ticks = [t.get_text() for t in won.get_xticklabels()]
+    assert ticks == ["0\nexpert, depth 2\n10 games", "1\npuct, 16\nsimulations\n20 games"]  # who played them
     with pytest.raises(ValueError, match="wins"):
         viz.plot_selfplay_rounds(rounds.drop(columns="wins"))
 

@@ -176,8 +176,8 @@ def figure(**kwargs: Any) -> Figure:
 
 
 def new_figure(n: int, width: float = 4.2, height: float = 3.2) -> tuple[Figure, list[Axes]]:
-    """A figure of n small multiples, at most 3 per row."""
-    ncols = max(1, min(n, 3))
+    """A figure of n small multiples, at most 3 per row (4 as 2 by 2, not 3 and 1 beside two blanks)."""
+    ncols = 2 if n == 4 else max(1, min(n, 3))
     nrows = max(1, math.ceil(n / ncols))
     fig = figure(figsize=(width * ncols, height * nrows))
     axes = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
@@ -394,6 +394,7 @@ def _explorer_controls(widgets: Any, df: pd.DataFrame, terms: Sequence[str], ava
 # ------------------------------------------------------------------------------------------------
 # Calibration
 
+DISC_AREA = 250.0  # points², the largest bin's disc where the counts are drawn as discs
 # The units of the network's value outputs, for the calibration axes.
 CALIBRATION_UNITS = {
     "won": " (−1 top-out … +1)",
@@ -456,17 +457,15 @@ def plot_calibration(
         hist.set_ylabel("positions")
         hist.legend(fontsize=7, loc="upper right")
         hist.grid(alpha=0.3)
-    else:  # sizes, not numbers, which would overlap where bins crowd
-        area = 12 + 150 * counts[filled] / counts.max()
-        top.scatter(mean_p[filled], mean_a[filled], s=area, color="C0", alpha=0.35, zorder=3)
+    else:  # sizes, not numbers, which would overlap where bins crowd; under the means' markers
+        area = DISC_AREA * counts[filled] / counts.max()
+        top.scatter(mean_p[filled], mean_a[filled], s=area, color="C0", alpha=0.3, linewidths=0, zorder=1.5)
     top.set_title(_calibration_title(p, a, name), fontsize=10)
     top.grid(alpha=0.3)
     handles, labels = top.get_legend_handles_labels()
-    if hist is None:  # say what the discs' sizes are
-        from matplotlib.lines import Line2D
-
-        label = f"disc area: positions per bin (largest {counts.max():,})"
-        handles.append(Line2D([], [], ls="", marker="o", ms=9, color="C0", alpha=0.35, label=label))
+    if hist is None:  # say what the discs' sizes are, with a disc of the largest bin's size
+        label = f"disc area ∝ positions per bin (this disc: {counts.max():,})"
+        handles.append(top.scatter([], [], s=DISC_AREA, color="C0", alpha=0.3, linewidths=0, label=label))
         labels.append(label)
     top.legend(handles, labels, fontsize=8, loc="upper left")
     return fig

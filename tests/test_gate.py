@@ -109,8 +109,8 @@ def test_a_gate_with_no_game_both_won_weighs_the_viruses_cleared():
     result = compare(records([False] * 9 + [True], [30] * 10), old)
     assert result.promoted and result.both_won == 0 and np.isnan(result.ppv_diff)
     assert result.reason == (
-        "wins at least as many games (1 against 0); none won by both: not significantly fewer viruses "
-        "(55.0% against 50.0% of the viruses)"
+        "wins 1 against 0, none won by both, so the viruses weigh: clears 55.0% of the viruses against 50.0% "
+        "(not significantly fewer)"
     )
     assert (result.new_cleared, result.old_cleared) == pytest.approx((0.55, 0.5))
     rng = np.random.default_rng(3)
@@ -119,7 +119,8 @@ def test_a_gate_with_no_game_both_won_weighs_the_viruses_cleared():
     new = records_lost(list(base - rng.integers(3, 10, 30)))  # 3-9 viruses fewer in every game
     fewer = compare(new, old)
     assert not fewer.promoted and fewer.cleared_fewer_p < 0.001
-    assert fewer.reason.startswith("none won by both; clears fewer viruses (")
+    assert fewer.reason.startswith("wins 0 against 0, none won by both, so the viruses weigh: clears ")
+    assert fewer.reason.endswith(f"(fewer, one-sided p = {fewer.cleared_fewer_p:.3g} < 0.05)")
     assert compare(old, new).promoted  # the other way round
     assert compare(new, old, alpha=1e-9).promoted  # not significant at this alpha
     same = compare(old, old)
@@ -140,7 +141,9 @@ def test_the_gates_table_shows_each_decision_and_its_figures():
     assert list(row[["against", "promoted", "wins", "McNemar p"]]) == ["round 0", "no", "44 vs 45 of 50", "1"]
     assert row["pills per virus, games both won"] == "1.43 vs 1.90" and row["new − old [95%]"].startswith("-0.48 [")
     assert row["reason"] == "wins fewer games (44 against 45)"
-    assert row["viruses cleared"] == "94.0% vs 95.0%" and table.loc[0, "viruses cleared"] == "-"
+    assert row["viruses cleared"] == "94.0% vs 95.0%" and table.loc[0, "viruses cleared"] == "-"  # not recorded
+    first["new_cleared"] = 0.95
+    assert gates_table([first, second]).data.loc[0, "viruses cleared"] == "95.0%"
 
 
 def test_wins_first_promotes_more_wins_whatever_the_pills():
@@ -251,6 +254,8 @@ def test_a_gate_is_played_again_for_another_network_of_the_round(tmp_path):
     save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), train_dir(tmp_path, 0) / "checkpoints" / "latest.pt")
     first = gate_round(tmp_path, 0, cfg, log=lambda _: None)
     assert first["network"] == "train0/checkpoints/latest.pt" and first["promoted"]
+    records = GameRecord.read_file(train_dir(tmp_path, 0) / "gate_games.jsonl")
+    assert first["new_cleared"] == pytest.approx(np.mean([r.viruses_cleared / 4 for r in records]))  # 4 at level 0
     assert gate_round(tmp_path, 0, cfg, log=lambda _: None) == first  # the same network: not played again
     stamp = (train_dir(tmp_path, 0) / GATE_FILE).stat().st_mtime_ns
     save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), values_dir(tmp_path, 0) / "checkpoints" / "latest.pt")

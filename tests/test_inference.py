@@ -261,6 +261,11 @@ def test_rounds_table_has_a_kl_for_network_rounds_and_none_for_round_zero(tmp_pa
     searches = ["expert, depth 2", "puct, 4 simulations; the expert's labels", "round0, 8 simulations"]
     assert list(table["search"]) == searches
     assert np.isnan(table.loc[0, "search_kl"]) and table.loc[1, "search_kl"] > 0 and np.isnan(table.loc[2, "search_kl"])
+    from drmario.engine.level import virus_count
+    from drmario.play.selfplay import read_records
+
+    shares = [r.viruses_cleared / virus_count(r.level) for r in read_records(tmp_path / "run" / "round0")]
+    assert table.loc[0, "cleared_share"] == pytest.approx(np.mean(shares))  # a mean per game, not a sum
 
 
 def test_inference_stats_count_padding_and_bin_batch_sizes_by_their_lower_edge():

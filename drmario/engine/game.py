@@ -14,7 +14,7 @@ from drmario.engine import kernels as K
 from drmario.engine import nes_timing as NT
 from drmario.engine import timing as T
 from drmario.engine.board import Board, FormatError, Move, Pill, as_move, integer, move_values
-from drmario.engine.level import Level, PillMode, PillSequence, check_pill_mode, new_level
+from drmario.engine.level import Level, PillMode, PillSequence, check_pill_mode, new_level, virus_count
 from drmario.engine.nes_timing import Speed, Timing
 from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
@@ -63,6 +63,11 @@ class GameRecord:
     timing: str = "free"
     speed: str | None = None  # "low", "med" or "hi" under nes timing, else None
     frames: int | None = None  # under nes timing: Game.frames at the record's end
+
+    @property
+    def cleared_share(self) -> float:
+        """The share of its level's viruses the game cleared (1.0: won)."""
+        return self.viruses_cleared / virus_count(self.level)
 
     def to_dict(self) -> dict:
         d = asdict(self)

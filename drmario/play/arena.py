@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from drmario.engine.game import Game, GameRecord
-from drmario.engine.level import EVALUATION_SEEDS, MAX_LEVEL, virus_count
+from drmario.engine.level import EVALUATION_SEEDS, MAX_LEVEL
 from drmario.engine.nes_timing import Speed, Timing
 from drmario.files import write_atomic
 from drmario.play.agents import Agent
@@ -134,7 +134,7 @@ def summarize(records: Sequence[GameRecord], agent: str | None = None) -> pd.Dat
                 "topped_out": r.outcome == "topped_out",
                 "capped": r.outcome is None,
                 "stalemate": r.outcome == "stalemate",
-                "cleared_fraction": r.viruses_cleared / virus_count(r.level),
+                "cleared_fraction": r.cleared_share,
                 "viruses_cleared": r.viruses_cleared,
                 "pills": r.pills_used,
                 "seconds": r.meta.get("seconds", np.nan),

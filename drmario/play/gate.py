@@ -33,7 +33,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from drmario.engine.game import GameRecord
-from drmario.engine.level import GATING_SEEDS, MAX_LEVEL, virus_count
+from drmario.engine.level import GATING_SEEDS, MAX_LEVEL
 from drmario.play.agents import Agent
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.settings import Settings, setting
@@ -154,9 +154,8 @@ def compare(
     new_ppv = np.array([r.pills_used for r in new], np.float64) / viruses
     old_ppv = np.array([r.pills_used for r in old], np.float64) / viruses
     diffs = (new_ppv - old_ppv)[both]
-    totals = np.array([virus_count(r.level) for r in new], np.float64)
-    new_cleared = np.array([r.viruses_cleared for r in new], np.float64) / totals
-    old_cleared = np.array([r.viruses_cleared for r in old], np.float64) / totals
+    new_cleared = np.array([r.cleared_share for r in new])
+    old_cleared = np.array([r.cleared_share for r in old])
     fewer_p = sign_flip_p(old_cleared - new_cleared)
     low, high = bootstrap_interval(diffs)
     worse_p = sign_flip_p(diffs)
@@ -170,14 +169,10 @@ def compare(
     elif worse_p < alpha:
         promoted, reason = False, f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
     elif not both.any():  # no pills to weigh: the viruses cleared decide
-        cleared = f"{new_cleared.mean():.1%} against {old_cleared.mean():.1%} of the viruses"
-        if fewer_p < alpha:
-            promoted = False
-            reason = f"none won by both; clears fewer viruses ({cleared}, one-sided p = {fewer_p:.3g} < {alpha:g})"
-        else:
-            promoted = True
-            reason = f"wins at least as many games ({wins}); none won by both: "
-            reason += f"not significantly fewer viruses ({cleared})"
+        cleared = f"clears {new_cleared.mean():.1%} of the viruses against {old_cleared.mean():.1%}"
+        promoted = fewer_p >= alpha
+        verdict = "not significantly fewer" if promoted else f"fewer, one-sided p = {fewer_p:.3g} < {alpha:g}"
+        reason = f"wins {wins}, none won by both, so the viruses weigh: {cleared} ({verdict})"
     else:
         promoted, reason = True, f"wins at least as many games ({wins}), not significantly more pills per virus"
     return GateResult(

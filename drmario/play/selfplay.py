@@ -294,7 +294,8 @@ def generate(
 def summary(run_dir: str | Path) -> pd.DataFrame:
     """Per level and overall: games, positions (examples), wins, top outs, stalemates,
     unfinished games, viruses cleared, pills, the pills the expert played in rescues (if any), pills
-    per virus, and the mean KL(target || network policy) of the searches (NaN without a network)."""
+    per virus, the mean share of each game's level's viruses cleared, and the mean KL(target ||
+    network policy) of the searches (NaN without a network)."""
     rows = []
     for r in read_records(run_dir):
         rows.append(
@@ -307,6 +308,7 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
                 "stalemates": r.outcome == "stalemate",
                 "unfinished": r.outcome is None,
                 "viruses_cleared": r.viruses_cleared,
+                "cleared_share": r.cleared_share,
                 "pills": r.pills_used,
                 "rescued": r.meta.get("rescued", 0),
                 "search_kl": r.meta.get("search_kl", np.nan),
@@ -317,10 +319,12 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if not table["rescued"].any():  # a run without rescues
         table = table.drop(columns="rescued")
-    df = table.drop(columns="search_kl").groupby("level").sum(numeric_only=True)
+    means = ["cleared_share", "search_kl"]
+    df = table.drop(columns=means).groupby("level").sum(numeric_only=True)
     df.loc["all"] = df.sum()
     df["pills_per_virus"] = df["pills"] / df["viruses_cleared"].where(df["viruses_cleared"] > 0)
     df = df.astype({c: int for c in df.columns if c != "pills_per_virus"})
-    kl = table.groupby("level")["search_kl"].mean()
-    df["search_kl"] = [*kl.reindex(df.index[:-1]).tolist(), table["search_kl"].mean()]
+    for column in means:  # per game, not summed
+        per_level = table.groupby("level")[column].mean()
+        df[column] = [*per_level.reindex(df.index[:-1]).tolist(), table[column].mean()]
     return df

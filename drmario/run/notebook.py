@@ -316,7 +316,8 @@ def replay_with_search(
 
 def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
     """One row per self-play round found in run_dir: games, positions, wins, top outs, stalemates,
-    viruses cleared, pills per virus, the mean KL(target || prior) (NaN for the expert, which has no prior),
+    viruses cleared, pills per virus, the mean share of each game's viruses cleared, the mean
+    KL(target || prior) (NaN for the expert, which has no prior),
     the search that played it (and whose targets it learns, unless the expert labelled its positions)."""
     import pandas as pd
 
@@ -339,7 +340,7 @@ def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows).set_index("round")
-    counts = [c for c in df.columns if c not in ("pills_per_virus", "search_kl", "search", "network")]
+    counts = [c for c in df.columns if c not in ("pills_per_virus", "cleared_share", "search_kl", "search", "network")]
     return df.astype({c: int for c in counts})
 
 

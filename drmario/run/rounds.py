@@ -169,6 +169,7 @@ def gate_round(
     if best is None:
         wins = sum(r.outcome == "won" for r in records)
         entry.update(promoted=True, reason="the first network: nothing to beat", wins=wins, games=len(records))
+        entry["new_cleared"] = float(np.round(np.mean([r.cleared_share for r in records]), 6))
     else:
         against = (read_gate(run_dir, best) or {}).get("config") or {}
         games = cfg.games_settings()

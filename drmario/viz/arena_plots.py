@@ -242,7 +242,7 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
     def cleared(g: Mapping[str, Any]) -> str:
         if "new_cleared" not in g:  # a gate from before the viruses cleared were weighed
             return "-"
-        return f"{g['new_cleared']:.1%} vs {g['old_cleared']:.1%}"
+        return f"{g['new_cleared']:.1%}" + (f" vs {g['old_cleared']:.1%}" if "old_cleared" in g else "")
 
     rows = []
     for g in gates:
@@ -259,7 +259,7 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
                 "McNemar p": "-" if first else f"{g['wins_p']:.3g}",
                 "pills per virus, games both won": pills,
                 "new − old [95%]": diff,
-                "viruses cleared": "-" if first else cleared(g),
+                "viruses cleared": cleared(g),
                 "reason": g["reason"],
             }
         )
@@ -326,26 +326,34 @@ def plot_rounds(df: pd.DataFrame) -> Figure:
 
 def plot_selfplay_rounds(rounds: pd.DataFrame) -> Figure:
     """The self-play games of each round, as bars: the share won (Wilson 95% intervals), the pills
-    per virus, and the viruses cleared per game. These are the games the next network learns from,
-    at the round's own levels: for strength, see the gates and the arena. rounds:
-    `drmario.run.notebook.selfplay_rounds_table` (index: round)."""
+    per virus, and the share of each game's viruses cleared; under each round, the search that
+    played it and its games. These are the games the next network learns from, at the round's own
+    levels, by its own player (round 0 often the expert): for strength, see the gates and the
+    arena. rounds: `drmario.run.notebook.selfplay_rounds_table` (index: round)."""
+    import textwrap
+
     from matplotlib.ticker import PercentFormatter
 
-    _check_columns(rounds, ("games", "wins", "viruses_cleared", "pills_per_virus"), "plot_selfplay_rounds")
-    fig, axes = new_figure(3, 4.0, 3.2)
-    x = rounds.index.astype(str)
+    columns = ("games", "wins", "cleared_share", "pills_per_virus", "search")
+    _check_columns(rounds, columns, "plot_selfplay_rounds")
+    fig, axes = new_figure(3, 4.4, 3.4)
+    x = [
+        f"{k}\n" + textwrap.fill(str(search), 18) + f"\n{games} games"
+        for k, search, games in zip(rounds.index, rounds["search"], rounds["games"])
+    ]
     games, wins = rounds["games"].to_numpy(), rounds["wins"].to_numpy()
     share = wins / np.maximum(games, 1)
     low, high = wilson(wins, games)
     axes[0].bar(x, share, yerr=[share - low, high - share], capsize=3, color="C2")
-    axes[0].set_ylim(0, 1.02)
-    axes[0].yaxis.set_major_formatter(PercentFormatter(1.0))
-    axes[0].set(title="games won (Wilson 95%)", ylabel="share of the games")
+    axes[0].set(title="games won", ylabel="share of the games (Wilson 95%)", ylim=(0, 1.02))
     axes[1].bar(x, rounds["pills_per_virus"], color="C0")
-    axes[1].set(title="lower is better", ylabel="pills per virus cleared")
-    axes[2].bar(x, rounds["viruses_cleared"] / np.maximum(games, 1), color="C1")
-    axes[2].set(ylabel="viruses cleared per game")
+    axes[1].set(title="pills per virus", ylabel="pills per virus cleared (lower is better)")
+    axes[2].bar(x, rounds["cleared_share"], color="C1")
+    axes[2].set(title="viruses cleared", ylabel="share of each game's viruses", ylim=(0, 1.02))
+    for ax in (axes[0], axes[2]):
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     for ax in axes:
-        ax.set_xlabel("self-play round")
+        ax.set_xlabel("self-play round: its player, its games")
+        ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="y", alpha=0.3)
     return fig

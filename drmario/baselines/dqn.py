@@ -475,7 +475,7 @@ def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
         run.learn(win)
         if run.step >= next_log or run.step >= next_ckpt or run.step >= cfg.steps:
             last = run.log(win)
-            bar.set_postfix(loss=f"{last['loss']:.3g}", viruses=f"{last['viruses_per_game']:.2f}")
+            bar.set_postfix(loss=f"{last['loss']:.3g}", cleared=f"{last['cleared_share']:.0%}")
             next_log = next_multiple(run.step, cfg.log_every)
             if win.losses and not np.isfinite(last["loss"]):
                 stopped = f"step {run.step}: non-finite loss; training stopped; the last checkpoint is {path}"

@@ -357,7 +357,7 @@ def train_td(cfg: TDConfig, run_dir: str | Path) -> TDResult:
         at_checkpoint = run.games % cfg.checkpoint_every == 0 or run.games == cfg.games
         if run.games % cfg.log_every == 0 or at_checkpoint:
             last = run.log(win)
-            bar.set_postfix(viruses=f"{last['viruses_per_game']:.2f}", loss=f"{last['loss']:.3g}")
+            bar.set_postfix(cleared=f"{last['cleared_share']:.0%}", loss=f"{last['loss']:.3g}")
             win = Window(run.step)
         if at_checkpoint:
             path = run.checkpoint()

@@ -238,8 +238,7 @@ class Window:
     def add_game(self, reward: float, game: Game) -> None:
         """Count a finished (or cut) game: its reward or outcome, viruses cleared, the share of its
         level's viruses they are (which, unlike the count, does not follow the level drawn), and won."""
-        share = game.viruses_cleared / max(game.start.board.virus_count, 1)
-        self.games.append((reward, game.viruses_cleared, share, game.outcome == Outcome.WON))
+        self.games.append((reward, game.viruses_cleared, game.cleared_share, game.outcome == Outcome.WON))
 
     def game_means(self) -> tuple[float, float, float, float]:
         """Over the games finished in the window: (mean reward or outcome, over the finite ones;

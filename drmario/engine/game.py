@@ -250,6 +250,11 @@ class Game:
         return self.start.level
 
     @property
+    def cleared_share(self) -> float:
+        """The share of its level's viruses cleared so far, as its record's (`GameRecord.cleared_share`)."""
+        return self.viruses_cleared / virus_count(self.level)
+
+    @property
     def board(self) -> Board:
         return Board._wrap(self._cells.copy())
 

@@ -234,6 +234,10 @@ def test_progress_output(folder, capsys):
     load_examples(folder, progress=True)
     out = capsys.readouterr().out
     assert "on_error='raise'" in out and "examples" in out
+    load_examples(folder, progress=False)
+    assert capsys.readouterr().out == ""
+    load_examples(folder, progress=False, summary=True)  # the line alone (train --no-progress)
+    assert capsys.readouterr().out.startswith("loaded ")
 
 
 def test_device_batch_matches_numpy(folder):

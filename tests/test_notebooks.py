@@ -262,6 +262,7 @@ def test_train_command(tmp_path, capsys):
     args = ["train", str(run), str(DATA / "round0-sample" / "examples"), "--no-progress", "--threads", "1"]
     settings = ["steps=4", "batch_size=16", "net.filters=4", "net.blocks=0", "log_every=2", "eval_every=4"]
     assert main(args + [x for s in settings for x in ("--set", s)]) == 0
+    assert "on_error='raise': 0 examples dropped" in capsys.readouterr().out  # what was read, without the bar
     result = json.loads((run / "train_result.json").read_text())
     assert result["step"] == 4 and result["stopped"] is None
     load_player(result["checkpoint"]).evaluate(np.zeros((1, 8, 16), np.uint8), np.ones((1, 2), np.uint8))

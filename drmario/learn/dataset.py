@@ -480,6 +480,7 @@ def load_examples(
     cache: bool = True,
     augment: bool = False,
     progress: bool = True,
+    summary: bool | None = None,
     reports: list[ReadReport] | None = None,
 ) -> ExampleSet:
     """Load example files into one compact `ExampleSet` (module docstring: games, cache, augment).
@@ -488,7 +489,7 @@ def load_examples(
     the first bad line (`examples.ExampleError`, naming file and line); "skip" leaves bad lines out,
     counts them and warns (a `UserWarning` with the report). reports, if given, receives one
     `example_files.ReadReport` per file. Game ids are unique across files. progress: a tqdm bar over the
-    bytes read and a one-line summary.
+    bytes read. summary: print one line of what was loaded and dropped (None: as progress).
     """
     from drmario.progress import tqdm
 
@@ -515,7 +516,7 @@ def load_examples(
     noted = [r for r in file_reports if r.dropped or r.warnings]
     if noted:
         warnings.warn("\n".join(str(r) for r in noted), stacklevel=2)
-    if progress:
+    if progress if summary is None else summary:
         cached = sum(r.cached for r in file_reports)
         print(
             f"loaded {len(out):,} examples ({offset:,} games{', x6 colour permutations' if augment else ''}) "

@@ -632,7 +632,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, examples: ExampleSet | None = N
         if examples is None:
             if not cfg.data:
                 raise ValueError("TrainConfig.data lists no example files, and no examples were passed to train()")
-            examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress)
+            examples = load_examples(cfg.data, augment=cfg.augment, progress=cfg.progress, summary=True)
         trainer = Trainer(cfg, run_dir)
         try:
             trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))

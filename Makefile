@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('purelib'), quiet=2, workers=0)"
 	@touch $@
 
-# ruff, the layering of drmario/ (import-linter; contracts in pyproject.toml), and the type checker.
+# ruff, the layering of drmario/ (import-linter; contracts in pyproject.toml), and the type checker (mypy: drmario/,
+# bench/ and docs/figures.py).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -17,7 +17,7 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def machine_info() -> dict:
-    info = {
+    info: dict[str, object] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": platform.processor() or platform.machine(),
@@ -25,10 +25,12 @@ def machine_info() -> dict:
     }
     try:
         with open("/proc/cpuinfo") as f:
-            info["cpu"] = re.search(r"model name\s*:\s*(.*)", f.read()).group(1).strip()
+            if found := re.search(r"model name\s*:\s*(.*)", f.read()):
+                info["cpu"] = found.group(1).strip()
         with open("/proc/meminfo") as f:
-            info["memory_gib"] = round(int(re.search(r"MemTotal:\s*(\d+)", f.read()).group(1)) / 2**20, 1)
-    except (OSError, AttributeError):
+            if found := re.search(r"MemTotal:\s*(\d+)", f.read()):
+                info["memory_gib"] = round(int(found.group(1)) / 2**20, 1)
+    except OSError:
         pass
     try:
         import torch

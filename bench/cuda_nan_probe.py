@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -48,12 +49,12 @@ def run(name: str, steps: int = 30, **kw) -> None:
     torch.manual_seed(0)
     model = DrMarioNet(cfg.net).to(dev)
     if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # (torch's stubs)
     if bn_fp32:
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
                 f = m.forward
-                m.forward = lambda x, f=f: f(x.float())
+                m.forward = lambda x, f=f: f(x.float())  # type: ignore[method-assign,misc]  # the variant
     opt = make_optimizer(model, cfg)
     data = DeviceExamples(examples, dev, cfg.net.planes)
     bad_grads: list[str] = []
@@ -111,7 +112,7 @@ def poisoned_first_step(wanted: list[str]) -> None:
         return heads
 
     tiny = NetConfig(filters=16, blocks=2, planes=24)
-    variants = {
+    variants: dict[str, dict[str, Any]] = {
         "compiled": {},
         "compiled, no channels_last": {"channels_last": False},
         "compiled, no amp": {"amp": False},
@@ -126,15 +127,16 @@ def poisoned_first_step(wanted: list[str]) -> None:
         if wanted and not name.endswith(tuple(wanted)):
             continue
         kw = dict(kw)
-        DrMarioNet.heads = kw.pop("patch", original_heads)
+        DrMarioNet.heads = kw.pop("patch", original_heads)  # type: ignore[method-assign]  # the variant
         poison_cache()
         cfg = tiny_cuda_training(**({"compile": True} | kw))
         with tempfile.TemporaryDirectory() as tmp:
             trainer = Trainer(cfg, tmp)
             trainer.set_data(*examples.split_by_game(cfg.test_fraction, cfg.seed))
-            model, report = trainer.model, []
+            model, report, train_dev = trainer.model, [], trainer.train_dev
+            assert train_dev is not None  # (set_data)
             for step in (1, 2):
-                batch = trainer.train_dev.batch(trainer.perm[(step - 1) * 64 : step * 64])
+                batch = train_dev.batch(trainer.perm[(step - 1) * 64 : step * 64])
                 trainer.opt.zero_grad(set_to_none=True)
                 terms = forward_backward(trainer.net, batch, cfg, model, dev)
                 grads = [n for n, q in model.named_parameters() if q.grad is not None and not q.grad.isfinite().all()]
@@ -146,7 +148,7 @@ def poisoned_first_step(wanted: list[str]) -> None:
                     f" bad weights after {weights[:3]} ({len(weights)}), bad buffers {buffers[:3]} ({len(buffers)})"
                 )
             trainer.close()
-        DrMarioNet.heads = original_heads
+        DrMarioNet.heads = original_heads  # type: ignore[method-assign]
         print(f"{name}:\n  " + "\n  ".join(report), flush=True)
 
 
@@ -155,7 +157,7 @@ def module_hooks() -> None:
     cfg = TrainConfig(net=NetConfig(filters=16, blocks=2, planes=24), device="cuda")
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
-    model = DrMarioNet(cfg.net).to(dev).to(memory_format=torch.channels_last)
+    model = DrMarioNet(cfg.net).to(dev).to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     seen: list[str] = []
     for name, m in model.named_modules():
         if name:

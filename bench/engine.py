@@ -26,7 +26,8 @@ def midgame_boards(count: int, level: int = 20, seed: int = 0) -> tuple[np.ndarr
     each with the pill to place next. Returns boards uint8[N, 8, 16] and pills uint8[N, 2]."""
     rng = np.random.default_rng(seed)
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
-    boards, pills = [], []
+    boards: list[np.ndarray] = []
+    pills: list[tuple[int, int]] = []
     while len(boards) < count:
         game = dm.Game(int(rng.integers(2, 0x10000)), level, stall_limit=None)
         for _ in range(int(rng.integers(10, 41))):
@@ -183,7 +184,7 @@ def main() -> None:
         ),
         "random_play_pills_per_s": rate(lambda: random_games(starts, first_pills, state, how), t),
         "levels_per_s": rate(lambda: generate_levels(level_seeds, 20), t),
-        "levels_per_s_python_api": rate(lambda: sum(1 for s in level_seeds[:200] if dm.new_level(int(s), 20)), t),
+        "levels_per_s_python_api": rate(lambda: len([dm.new_level(int(s), 20) for s in level_seeds[:200]]), t),
         "mean_legal_moves_midgame": float(enumerate_all(boards, pills) / len(boards)),
         "mean_viruses_midgame": float(np.mean([b.virus_count for b in py_boards])),
         **reach_figures(boards, pills),

@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 from common import RESULTS, machine_info, machine_slug  # noqa: E402
 from tune_expert import GameSet, play  # noqa: E402
 
+from drmario.files import write_atomic  # noqa: E402
 from drmario.search import expert as E  # noqa: E402
 
 ABLATION_STREAM = 2_000_000  # apart from the tuner's iterations and validation streams
@@ -57,7 +58,7 @@ def main() -> None:
     path = RESULTS / f"expert-features-{machine_slug(info)}.json"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     result = {"benchmark": "expert-features", "machine": info, "settings": settings, "ablations": rows}
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    write_atomic(path, json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}")
 
 

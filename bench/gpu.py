@@ -133,7 +133,7 @@ def server_rate(net: DrMarioNet, device: str, games: int, simulations: int, work
         import pandas as pd
 
         rows = pd.read_csv(os.path.join(tmp, "run", "metrics.csv"))
-        made = int(table.loc["all", "pills"])
+        made = int(table.loc["all"].to_dict()["pills"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {

@@ -116,7 +116,7 @@ def bench_size(
     figures = {f"{size}_parameters": model.num_parameters(), f"{size}_mflop_per_position": round(flops / 1e6, 1)}
     player = Player.from_module(model, device, compile=compile)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    model = model.to(memory_format=memory_format)
+    model = model.to(memory_format=memory_format)  # type: ignore[call-overload]  # (torch's stubs)
     if not channels_last:  # the Player is always channels_last
         player.module.to(memory_format=memory_format)
     train_cfg = dataclasses.replace(train_cfg, net=cfg, channels_last=channels_last)

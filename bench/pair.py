@@ -30,13 +30,13 @@ def records(table: Path, agent: str) -> list[GameRecord]:
         raise SystemExit(f"{table}: no rows of agent {agent!r} (agents: {sorted(set(pd.read_csv(table).agent))})")
     return [
         GameRecord(
-            seed=int(r.seed),
-            level=int(r.level),
-            outcome=None if r.outcome == "pill_cap" else str(r.outcome),
-            pills_used=int(r.pills),
-            viruses_cleared=int(r.viruses_cleared),
+            seed=int(r["seed"]),
+            level=int(r["level"]),
+            outcome=None if r["outcome"] == "pill_cap" else str(r["outcome"]),
+            pills_used=int(r["pills"]),
+            viruses_cleared=int(r["viruses_cleared"]),
         )
-        for r in rows.itertuples()
+        for r in rows.to_dict("records")
     ]
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import RESULTS, machine_info, machine_slug, report
 
-from drmario.files import write_atomic
+from drmario.files import atomic_file, write_atomic
 from drmario.play.arena import EvalConfig
 from drmario.play.gate import compare
 from drmario.run.rounds import ROUNDS_FILE, play_rounds
@@ -69,8 +69,9 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_atomic(RESULTS / f"{args.name}-{slug}.csv", table.to_csv(index=False, float_format="%.4f"))
     write_atomic(args.run_dir / ROUNDS_FILE, table.to_csv(index=False))  # for the exported network's card
-    plot_rounds(table).savefig(RESULTS / f"{args.name}-{slug}.png", dpi=110)
-    figures = {
+    with atomic_file(RESULTS / f"{args.name}-{slug}.png") as f:
+        plot_rounds(table).savefig(f, dpi=110, format="png")
+    figures: dict[str, object] = {
         f"{r.agent} L{r.level}": f"{r.wins}/{r.games} ({r.ci_low:.0%}-{r.ci_high:.0%}), "
         f"{r.pills_per_virus:.2f} pills/virus ({r.ppv_low:.2f}-{r.ppv_high:.2f})"
         for r in table.itertuples()

@@ -29,7 +29,7 @@ POSITIONS = "levels 5/10/15, 0-7 random pills in"
 def positions(count: int, seed: int = 0, levels=(5, 10, 15)) -> list[Position]:
     """Positions a few pills into games (random low placements) at mid levels."""
     rng = np.random.default_rng(seed)
-    out = []
+    out: list[Position] = []
     while len(out) < count:
         game = dm.Game(int(rng.integers(2, 0x10000)), int(rng.choice(levels)))
         for _ in range(int(rng.integers(0, 8))):

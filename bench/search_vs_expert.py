@@ -201,10 +201,10 @@ def main() -> None:
     if not (args.no_default or args.alone):
         agents.append(base)
     agents += [variant(base, v) for v in args.variant]
-    agents += [
-        SearchAgent(base.config, ExpertMoves(base.evaluator, t), name=f"{base.name} expert-prior T{t:g}")
-        for t in args.expert_prior
-    ]
+    for t in args.expert_prior:
+        if base.evaluator is None:
+            raise SystemExit(f"--expert-prior keeps the network's values: --search {args.search} has no network")
+        agents.append(SearchAgent(base.config, ExpertMoves(base.evaluator, t), name=f"{base.name} expert-prior T{t:g}"))
     if args.short_horizon:
         from short_targets import ShortHorizon  # (it imports this module)
 

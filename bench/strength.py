@@ -45,14 +45,14 @@ def main() -> None:
     table, _ = arena(agents, config=cfg)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     figures: dict = {}
-    for row in table.itertuples():
-        key = f"{row.agent} L{row.level}"
-        figures[f"{key} win rate"] = round(float(row.win_rate), 4)
-        figures[f"{key} wins"] = f"{row.wins}/{row.games} (95% CI {row.ci_low:.0%}-{row.ci_high:.0%})"
-        figures[f"{key} pills per virus"] = round(float(row.pills_per_virus), 3)
-        figures[f"{key} ms per move"] = round(float(row.ms_per_move), 3)
-    for row in all_levels(table).itertuples():
-        figures[f"{row.agent} all levels"] = f"{row.wins}/{row.games} ({row.ci_low:.0%}-{row.ci_high:.0%})"
+    for row in table.to_dict("records"):
+        key = f"{row['agent']} L{row['level']}"
+        figures[f"{key} win rate"] = round(float(row["win_rate"]), 4)
+        figures[f"{key} wins"] = f"{row['wins']}/{row['games']} (95% CI {row['ci_low']:.0%}-{row['ci_high']:.0%})"
+        figures[f"{key} pills per virus"] = round(float(row["pills_per_virus"]), 3)
+        figures[f"{key} ms per move"] = round(float(row["ms_per_move"]), 3)
+    for total in all_levels(table).itertuples():
+        figures[f"{total.agent} all levels"] = f"{total.wins}/{total.games} ({total.ci_low:.0%}-{total.ci_high:.0%})"
     settings = {"agents": args.agents, "network": str(args.network), "protocol": cfg.to_dict()}
     report("strength", settings, figures)
 

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from common import report
 
+from drmario.files import write_atomic
 from drmario.learn.dataset import ExampleSet, augment_colours, later_index, load_examples
 from drmario.learn.player import load_player
 from drmario.learn.train import TrainConfig, train
@@ -88,7 +89,7 @@ def prepare(run: Path, n: int, out: Path, steps: int | None) -> None:
         examples = augment_colours(examples)
     cfg = TrainConfig.from_dict({**base, "data": [], "augment": False, **({"steps": steps} if steps else {})})
     out.mkdir(parents=True, exist_ok=True)
-    (out / "n_step.json").write_text(json.dumps({"run": str(run), **stats}, indent=1) + "\n")
+    write_atomic(out / "n_step.json", json.dumps({"run": str(run), **stats}, indent=1) + "\n")
     result = train(cfg, out, examples)
     print(f"trained {result.step} steps: {result.checkpoint}; stopped: {result.stopped}", flush=True)
 

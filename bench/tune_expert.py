@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 from common import RESULTS, machine_info, machine_slug  # noqa: E402
 
 from drmario.engine.level import TRAINING_SEEDS, new_level, virus_count  # noqa: E402
+from drmario.files import write_atomic  # noqa: E402
 from drmario.search import expert as E  # noqa: E402
 
 VALIDATION_STREAM = 1_000_000  # the validation games' generator key, apart from the iterations'
@@ -171,11 +172,11 @@ def main() -> None:
         "start_weights": start.tolist(),
         "tuning": summary,
     }
-    args.out.write_text(json.dumps(weights_file, indent=1) + "\n")
+    write_atomic(args.out, json.dumps(weights_file, indent=1) + "\n")
     info = machine_info()
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = RESULTS / f"tune-expert-{machine_slug(info)}.json"
-    record.write_text(json.dumps({**weights_file, "machine": info, "iterations": log}, indent=1) + "\n")
+    write_atomic(record, json.dumps({**weights_file, "machine": info, "iterations": log}, indent=1) + "\n")
     print(f"wrote {args.out} and {record}")
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from common import report
@@ -137,7 +138,7 @@ def ranking_games(levels: list[int], games: int, seed: int) -> list[tuple[int, i
 
 def summarise(rows: list[dict[str, np.ndarray]], rng: np.random.Generator) -> dict:
     """The choosers' agreement and regret over decisions (module docstring)."""
-    picks: dict[str, list[float]] = {name: [] for name in rows[0] if name != "expert"} | {"random": []}
+    picks: dict[str, list[float]] = {name: [] for name in [*rows[0], "random"] if name != "expert"}
     ranks = []
     for r in rows:
         expert, best = r["expert"], r["expert"].max()
@@ -147,7 +148,7 @@ def summarise(rows: list[dict[str, np.ndarray]], rng: np.random.Generator) -> di
             picks[name].append(best - expert[i])
         if "value" in r:
             ranks.append(1 + int(np.sum(r["value"] > r["value"][int(np.argmax(expert))])))
-    out = {}
+    out: dict[str, Any] = {}
     for name, regret in picks.items():
         reg = np.array(regret)
         out[name] = {

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from drmario.engine.game import Game
-from drmario.files import write_atomic
+from drmario.files import atomic_file, write_atomic
 from drmario.learn.player import load_player
 from drmario.play.arena import evaluation_games
 from drmario.run.agents import make_agent
@@ -83,10 +83,12 @@ def main() -> None:
     rounds_file = args.run_dir / ROUNDS_FILE
     if not rounds_file.is_file():
         raise SystemExit(f"{rounds_file} is missing: run `python bench/rounds.py {args.run_dir}` first")
-    plot_rounds(pd.read_csv(rounds_file)).savefig(DOCS / "rounds.png", dpi=80, bbox_inches="tight")
+    with atomic_file(DOCS / "rounds.png") as f:
+        plot_rounds(pd.read_csv(rounds_file)).savefig(f, dpi=80, bbox_inches="tight", format="png")
     runs = {f"round {k}": train_dir(args.run_dir, k) for k in trained_rounds(args.run_dir)}
     curves = plot_curves(read_metrics(runs), terms=["loss", "moves", "won", "duration"])
-    curves.savefig(DOCS / "curves.png", dpi=70, bbox_inches="tight")
+    with atomic_file(DOCS / "curves.png") as f:
+        curves.savefig(f, dpi=70, bbox_inches="tight", format="png")
     best = best_checkpoint(args.run_dir, max(trained_rounds(args.run_dir)) + 1)
     write_atomic(DOCS / "heatmap.svg", heatmap(best))
     print(f"wrote {DOCS / 'rounds.png'}, {DOCS / 'curves.png'}, {DOCS / 'heatmap.svg'}")

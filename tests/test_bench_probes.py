@@ -2,7 +2,7 @@
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
 against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
 n-step targets; endgame.py's branches; pair.py's tables; rollout_oracle.py's futures and rollouts; relabel.py's
-shards; and the GPU benchmarks' training paths, small on the CPU."""
+shards; the GPU benchmarks' training paths, small on the CPU; and every benchmark's `--help`."""
 
 from __future__ import annotations
 
@@ -188,3 +188,50 @@ def test_relabelling_keeps_the_positions_values_and_games_and_agrees_with_itself
     assert any(not np.allclose(a.moves, b.moves, atol=1e-6) for a, b in zip(old, new))  # depth 3 differs from 2
     side, old_side = read_sidecar(once), read_sidecar(source)
     assert side["games"] == old_side["games"] and side["meta"]["relabelled"] == {"depth": 3, "from": str(source)}
+
+
+HELP_ALL = """
+import contextlib, io, json, re, runpy, sys
+from pathlib import Path
+
+bench = Path(sys.argv[1])
+sys.path.insert(0, str(bench))
+done = []
+for path in [*sorted(bench.glob("*.py")), bench.parent / "docs" / "figures.py"]:
+    if "ArgumentParser" not in path.read_text():
+        continue
+    todo = [["--help"]]
+    while todo:
+        argv = todo.pop()
+        text = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(text):
+                sys.argv = [str(path), *argv]
+                runpy.run_path(str(path), run_name="__main__")
+            code = "ran"
+        except SystemExit as e:
+            code = e.code
+        done.append([path.name, argv, code, "usage:" in text.getvalue()])
+        if argv == ["--help"] and (sub := re.search(r"usage: \\S+ (?:\\[-h\\] )?\\{([\\w,-]+)\\}", text.getvalue())):
+            todo += [[name, "--help"] for name in sub.group(1).split(",")]
+print(json.dumps(done))
+"""
+
+
+def test_every_benchmark_script_and_subcommand_answers_help():
+    """The benchmarks are the commands bench/README.md quotes: each must still import and build its
+    options (mypy checks their calls into the package); one process runs every `--help`."""
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_ALL, str(root / "bench")], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout.splitlines()[-1])
+    assert {name for name, *_ in runs} >= {"capacity.py", "rounds.py", "search_vs_expert.py", "figures.py"}
+    assert ["dagger_round.py", ["train", "--help"], 0, True] in runs  # a subcommand's own help
+    assert [r for r in runs if r[2:] != [0, True]] == []
+    for script in (root / "bench").glob("*.sh"):
+        assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0, script

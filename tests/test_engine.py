@@ -88,7 +88,8 @@ def test_bad_board_strings(text, message):
         ("quu", "expected 2 letters"),
         ("uq", "letter 0 is 'u'"),
         ("qq", "letter 1 is 'q'"),
-        ("km", "letter 0 is 'k'"),  # a vertical pill is not a pill to place
+        ("km", "letter 0 is 'k'.*'km' is a vertical pill"),  # a vertical pill is not a pill to place
+        ("mk", "letter 0 is 'm', expected one of qrs \\(left half\\); a pill to place"),
         ("ad", "letter 0 is 'a'"),
         ("q\u0101", "letter 1"),
         ("rb", "letter 1 is 'b'.*the pill that prints as 'rb' is 'qw' in maryodel letters"),

@@ -1,5 +1,6 @@
 """The README's short tour runs as written: the first block whole, the second's imports and first
-search (its self-play, training and arena take minutes, so they are only parsed)."""
+search (its self-play, training and arena take minutes, so they are only parsed); and the layout
+tables of the README and ARCHITECTURE.md name every module."""
 
 import ast
 import re
@@ -25,3 +26,16 @@ def test_the_tour_runs_as_written():
     exec(compile("\n".join(quick), "README tour, block 2", "exec"), scope)
     table = scope["result"].table()
     assert table["target"].sum() == 1 and len(table) == len(scope["game"].legal_moves())
+
+
+def test_the_layout_tables_name_every_module():
+    """README's Layout and ARCHITECTURE.md's layers name each module of drmario/ (one was left out)."""
+    root = README.parent
+    for doc, row_of in ((README, "| `drmario/{}/` |"), (root / "ARCHITECTURE.md", "| `drmario.{}` |")):
+        rows = doc.read_text(encoding="utf-8").splitlines()
+        for package in sorted(p for p in (root / "drmario").iterdir() if (p / "__init__.py").is_file()):
+            row = next((r for r in rows if row_of.format(package.name) in r), None)
+            assert row is not None, (doc.name, package.name)
+            named = set(re.findall(r"`(\w+)`", row))
+            missing = {m.stem for m in package.glob("*.py")} - named - {"__init__"}
+            assert not missing, (doc.name, package.name, missing)

@@ -4,7 +4,7 @@
 - `td`: a TD-Gammon-style value network over board features with a 2-ply expectimax search (note 004).
 
 Both have a config dataclass, a trainer writing metrics.csv and resumable checkpoints into a run
-directory, and an agent (the `drmario.agents.Agent` protocol) loadable from a checkpoint.
+directory, and an agent (the `drmario.play.agents.Agent` protocol) loadable from a checkpoint.
 """
 
 from drmario.baselines.dqn import DQNAgent, DQNConfig, DQNResult, QNet, Replay, train_dqn

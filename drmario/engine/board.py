@@ -236,15 +236,17 @@ class Pill(NamedTuple):
         """Parse a spawn-form pill string: a left-half letter (q r s) then a right-half one (u v w)."""
         if not isinstance(text, str) or len(text) != 2:
             raise FormatError(f"pill: expected 2 letters, got {text!r}")
+        codes = [int(LETTER_TO_CODE[ord(letter)]) if ord(letter) < 256 else -1 for letter in text]
         halves = []
-        for i, (letter, shape) in enumerate(zip(text, (K.LEFT, K.RIGHT))):
-            code = int(LETTER_TO_CODE[ord(letter)]) if ord(letter) < 256 else -1
+        for i, (letter, code, shape) in enumerate(zip(text, codes, (K.LEFT, K.RIGHT))):
             if code <= 0 or code >> 2 != shape:
                 expected = "qrs (left half)" if shape == K.LEFT else "uvw (right half)"
                 hint = "a pill to place is given in its horizontal spawn form"
                 if all(c in "ryb" for c in text):  # the colour letters pills print with
                     spelt = cls(*(Colour("ryb".index(c) + 1) for c in text)).to_string()
                     hint = f"the pill that prints as {text!r} is {spelt!r} in maryodel letters"
+                elif min(codes) > 0 and [c >> 2 for c in codes] == [K.BOTTOM, K.TOP]:
+                    hint = f"{text!r} is a vertical pill (bottom, top), which has no spawn order; {hint}"
                 raise FormatError(f"pill {text!r}: letter {i} is {letter!r}, expected one of {expected}; {hint}")
             halves.append(Colour(code & 3))
         return cls(*halves)

@@ -148,16 +148,29 @@ class Settings:
         return type(self).from_dict(apply_dotted(self.to_dict(), overrides, type(self).__name__))
 
     @classmethod
-    def leaves(cls, prefix: str = "", path: str = "") -> Iterator[SettingInfo]:
+    def leaves(cls) -> Iterator[SettingInfo]:
         """Every leaf setting, nested settings flattened: a nested field's leaves keep their own
-        names, or get ``<field>_`` in front where the field says ``prefix``."""
+        names, or get ``<field>_`` in front where the field says ``prefix``. The flat names are the
+        flags, `--set` keys and notebook parameters, so two leaves with one name are a TypeError."""
+        seen: dict[str, SettingInfo] = {}
+        for leaf in cls._leaves("", ""):
+            if leaf.name in seen:
+                raise TypeError(
+                    f"{cls.__name__}: {seen[leaf.name].path} and {leaf.path} both flatten to {leaf.name!r} "
+                    "(rename one, or give the nested field prefix=True)"
+                )
+            seen[leaf.name] = leaf
+            yield leaf
+
+    @classmethod
+    def _leaves(cls, prefix: str, path: str) -> Iterator[SettingInfo]:
         hints = _hints(cls)
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             tp = hints[f.name]
             dotted = f"{path}{f.name}"
             if isinstance(tp, type) and issubclass(tp, Settings):
                 inner = f"{prefix}{f.name}_" if f.metadata.get("prefix") else prefix
-                yield from tp.leaves(inner, f"{dotted}.")
+                yield from tp._leaves(inner, f"{dotted}.")
             else:
                 factory: Any = f.default_factory
                 default = factory() if f.default is dataclasses.MISSING else f.default

@@ -1,5 +1,7 @@
 """Agents, the lockstep game loop and the arena table."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -145,6 +147,29 @@ def test_agents_from_specs(tmp_path):
             make_agent(bad)
     with pytest.raises(ValueError, match="greedy plays without a network; only policy, net-mcts"):
         make_agent(f"greedy@{ckpt}")  # a checkpoint it would ignore
+
+
+def test_every_agent_kind_is_made_under_its_name_and_documented(tmp_path, monkeypatch):
+    """A kind added to KINDS must get its own branch in make_agent (it once fell through to the
+    network searches and played as PUCT under the new name) and a line in the three agent lists."""
+    import re
+
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+    from drmario.run import agents
+
+    ckpt = str(save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), tmp_path / "net.pt"))
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = readme[readme.index("**Agents** have one name") :][:1200]
+    for kind in agents.KINDS:
+        if kind not in ("dqn", "td"):  # (their own checkpoints: tests/test_baselines.py)
+            network = ckpt if kind in agents.TORCH_KINDS else None
+            assert agents.make_agent(kind, network=network).name == agents.agent_name(kind)
+        for where, text in (("AGENT_HELP", agents.AGENT_HELP), ("docstring", agents.__doc__), ("README", readme)):
+            assert re.search(rf"(?<![\w-]){re.escape(kind)}(?!\w)", text or ""), (kind, where)
+    monkeypatch.setattr(agents, "KINDS", (*agents.KINDS, "lowest"))
+    with pytest.raises(NotImplementedError, match="'lowest' is in KINDS, but make_agent has no branch"):
+        agents.make_agent("lowest", network=ckpt)
 
 
 def test_evaluate_command_prints_each_agents_own_interval(tmp_path, capsys):

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -18,10 +19,11 @@ import torch
 from helpers import ctrl_c_as_in_a_terminal
 
 from drmario.engine.timing import input_path, read_input_path
+from drmario.play.arena import EvalConfig
 from drmario.run import cli
 from drmario.run.agents import network_name
 from drmario.run.cli import main
-from drmario.settings import SettingsError
+from drmario.settings import Settings, SettingsError, setting
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ["--levels", "[0]", "--games-per-level", "2", "--top-level-games", "2", "--max-pills", "30", "--no-progress"]
@@ -317,6 +319,41 @@ def test_settings_come_from_the_config_then_the_flags_then_set_later_ones_winnin
     assert (cfg.games, cfg.seed, cfg.levels, cfg.search.simulations) == (7, 9, [4], 20)  # --set > flag > config
     assert cli.settings_from(SelfPlayConfig, argparse.Namespace(config=str(config), set=[])).games == 3
     assert cli.settings_from(SelfPlayConfig, args, games=11).games == 11  # what the command fixes
+
+
+@dataclass(frozen=True)
+class Outer(Settings):  # (at module level: the settings read their annotations from the module)
+    seed: int = setting(0, "the outer seed")
+    evaluation: EvalConfig = setting(EvalConfig(), "nested, not prefixed")
+
+
+def test_a_flat_name_used_twice_is_named_where_the_settings_are_declared():
+    """Two leaves flattening to one name, or a leaf whose flag the command already has, would give
+    argparse's bare 'conflicting option string' or a notebook parameter read into the wrong setting."""
+    import argparse
+
+    with pytest.raises(TypeError, match="Outer: seed and evaluation.seed both flatten to 'seed'"):
+        list(Outer.leaves())
+    parser = argparse.ArgumentParser(prog="drmario evaluate")
+    parser.add_argument("--levels")
+    with pytest.raises(TypeError, match="EvalConfig.levels: its flag --levels is already an option of 'drmario eval"):
+        cli.add_settings(parser, EvalConfig)
+
+
+def test_text_settings_are_taken_as_typed_and_a_notebooks_dotted_path_is_pointed_to_its_flat_name():
+    import argparse
+
+    from drmario.play.selfplay import SelfPlayConfig
+
+    parser = argparse.ArgumentParser()
+    cli.add_settings(parser, SelfPlayConfig)
+    args = parser.parse_args(["--network", "2024-01-01", "--device", "yes", "--set", "search.simulations=3"])
+    cfg = cli.settings_from(SelfPlayConfig, args)  # YAML would make a date and true of them
+    assert (cfg.network, cfg.device, cfg.search.simulations) == ("2024-01-01", "yes", 3)
+    assert cli.settings_from(SelfPlayConfig, parser.parse_args(["--set", "network=123"])).network == "123"
+    assert cli.settings_from(SelfPlayConfig, parser.parse_args(["--network", "null"])).network is None
+    with pytest.raises(SettingsError, match="--set evaluation.max_pills: not a setting; did you mean max_pills"):
+        cli.settings_from(EvalConfig, parser.parse_args(["--set", "evaluation.max_pills=3"]))  # as `settings 03` has it
 
 
 def test_bad_numbers_and_devices_are_named_before_anything_runs(checkpoint, tmp_path, capsys):

@@ -13,7 +13,7 @@ from drmario.learn.checkpoint import CheckpointError, load_net, save_net
 from drmario.learn.dataset import ExampleSet
 from drmario.learn.encode import moves_from_dict, planes_torch
 from drmario.learn.loss import loss_terms
-from drmario.learn.net import DrMarioNet, NetConfig, NetOutput, flops_per_position
+from drmario.learn.net import HEADS, DrMarioNet, NetConfig, NetOutput, flops_per_position
 from drmario.learn.player import Player, load_player
 
 TINY = {"filters": 8, "blocks": 1}
@@ -52,7 +52,7 @@ def batch_of(examples: ExampleSet, n: int = 32, n_planes: int = 24):
     return examples.to_device("cpu", n_planes).batch(torch.arange(n))
 
 
-@pytest.mark.parametrize("head", ["design", "alphago"])
+@pytest.mark.parametrize("head", HEADS)
 def test_outputs_shapes_and_ranges(examples, head):
     torch.manual_seed(0)
     net = DrMarioNet(NetConfig(head=head, **TINY))
@@ -81,7 +81,7 @@ def test_extreme_logits_stay_finite(examples):
     assert all(torch.isfinite(p.grad).all() for p in net.parameters())
 
 
-@pytest.mark.parametrize("head", ["conv", "design", "alphago"])
+@pytest.mark.parametrize("head", HEADS)
 def test_legal_mask(examples, head):
     torch.manual_seed(1)
     net = DrMarioNet(NetConfig(head=head, **TINY)).eval()
@@ -144,7 +144,7 @@ def dm_batch(won, cleared, duration, moves):
     )
 
 
-@pytest.mark.parametrize("head", ["design", "alphago"])
+@pytest.mark.parametrize("head", HEADS)
 def test_loss_matches_plain_torch(examples, head):
     torch.manual_seed(2)
     cfg = NetConfig(head=head, reg=1e-3, count_error="relative", **TINY)
@@ -166,7 +166,7 @@ def test_loss_matches_plain_torch(examples, head):
     assert terms["reg"].requires_grad  # the regulariser acts through the loss
 
 
-@pytest.mark.parametrize("head", ["design", "alphago"])
+@pytest.mark.parametrize("head", HEADS)
 def test_flops_count_matches_the_layers(head):
     """The analytic count against multiply-adds counted from the layers that actually run."""
     cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16)

@@ -2,6 +2,7 @@
 preview, no peeking past it, sequential halving, the improved-policy target, golden root tables."""
 
 import json
+from typing import get_args, get_type_hints
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ from drmario.search.network import (
 from drmario.search.playouts import rollouts
 from drmario.search.round0 import evaluate_root, simulate
 from drmario.search.tree import chance_value, plant, reserve
-from drmario.search.utility import TOPOUT_CEILING, WIN_FLOOR, expected_utility, utility
+from drmario.search.utility import _KINDS, TOPOUT_CEILING, WIN_FLOOR, expected_utility, utility
 
 
 class StubNetwork:
@@ -148,6 +149,22 @@ def test_a_pill_per_virus_is_worth_the_same_at_every_level(v1, v2, ppv, saved):
     and at level 20 (with a fixed scale, a pill at level 20 was worth a quarter of one at level 5)."""
     gain = [utility(OUTCOME, v, (ppv - saved) * v, K.WON, v) - utility(OUTCOME, v, ppv * v, K.WON, v) for v in (v1, v2)]
     assert gain[0] > 0 and gain[0] == pytest.approx(gain[1], rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", sorted(_KINDS))
+def test_every_utility_kind_orders_outcomes(kind):
+    """Each kind (the Literal's names are _KINDS'): any win beats any failure, among wins fewer pills
+    is better, among failures more cleared is better."""
+    assert set(get_args(get_type_hints(Utility)["kind"])) == set(_KINDS)
+    up, rng = Utility(kind=kind).params, np.random.default_rng(0)
+    for c, root, p1, p2 in zip(rng.integers(0, 85, 200), rng.integers(1, 85, 200), *rng.integers(1, 2000, (2, 200))):
+        c = min(c, root)
+        wins = [utility(up, root, p, K.WON, root) for p in (min(p1, p2), max(p1, p2))]
+        assert wins[0] > wins[1] if p1 != p2 else wins[0] == wins[1], (kind, root, p1, p2)
+        for failure in (K.TOPPED_OUT, K.STALEMATE, K.RUNNING):
+            assert wins[1] > utility(up, c, p1, failure, root), (kind, c, p1, root)
+        if kind != "discounted":  # (every failure is worth 0 there)
+            assert utility(up, c + 1, p1, K.TOPPED_OUT, root + 1) > utility(up, c, p1, K.TOPPED_OUT, root + 1), kind
 
 
 def test_the_network_form_is_the_expectation_and_the_shape_is_documented():

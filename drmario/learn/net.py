@@ -24,7 +24,7 @@ cross-entropy stays finite whatever the logits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +37,8 @@ from drmario.learn.encode import N_PLANES
 from drmario.settings import Settings, setting
 
 CELLS = K.WIDTH * K.HEIGHT  # 128 board cells
-HEADS = ("conv", "design", "alphago")
+Head = Literal["conv", "design", "alphago"]  # each with its branch in DrMarioNet and flops_per_position
+HEADS: tuple[str, ...] = get_args(Head)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class NetConfig(Settings):
         "68.1% against 65.1%; play level on 32 tuning games (capacity-held-out-vw, alone-f64b6-vw01-16k-tuning)",
         ge=0,
     )
-    head: Literal["conv", "design", "alphago"] = setting(
+    head: Head = setting(
         "conv", "conv: convolutional moves, pooled values; design: one linear layer to 3 + 512; alphago: note 001"
     )
     policy_kernel: int = setting(1, "conv head: kernel size of the moves convolution (1 or 3)", ge=1, le=7)
@@ -169,13 +170,15 @@ class DrMarioNet(nn.Module):
             )
         elif cfg.head == "design":
             self.head = nn.Linear(f * CELLS, 3 + N_MOVES)
-        else:
+        elif cfg.head == "alphago":
             self.policy = ConvBN(f, cfg.policy_planes, 1)
             self.policy_fc = nn.Linear(cfg.policy_planes * CELLS, N_MOVES)
             self.value = ConvBN(f, cfg.value_planes, 1)
             self.value_fc = nn.Sequential(
                 nn.Linear(cfg.value_planes * CELLS, cfg.value_hidden), nn.ReLU(), nn.Linear(cfg.value_hidden, 3)
             )
+        else:  # a new head needs its branch here, in `heads`, `value_head` and `flops_per_position`
+            raise NotImplementedError(f"head {cfg.head!r}: DrMarioNet has no branch for it")
 
     def forward(self, planes: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
         return self.heads(self.trunk(planes), legal)
@@ -208,7 +211,9 @@ class DrMarioNet(nn.Module):
             return [self.pool, self.value_fc]
         if self.cfg.head == "alphago":
             return [self.value, self.value_fc]
-        raise ValueError("head 'design' is one layer shared by the moves and the values: it has no value head")
+        if self.cfg.head == "design":
+            raise ValueError("head 'design' is one layer shared by the moves and the values: it has no value head")
+        raise NotImplementedError(f"head {self.cfg.head!r}: value_head has no branch for it")
 
     def learn_values_only(self) -> DrMarioNet:
         """Freeze everything but `value_head` (the moves output stays exactly as it is); the frozen
@@ -251,7 +256,9 @@ def flops_per_position(cfg: NetConfig) -> int:
         macs += CELLS * f * (4 * cfg.policy_kernel**2 + p) + 2 * p * h + 3 * h
     elif cfg.head == "design":
         macs += f * CELLS * (3 + N_MOVES)
-    else:
+    elif cfg.head == "alphago":
         p, v = cfg.policy_planes, cfg.value_planes
         macs += CELLS * f * (p + v) + p * CELLS * N_MOVES + v * CELLS * cfg.value_hidden + cfg.value_hidden * 3
+    else:
+        raise NotImplementedError(f"head {cfg.head!r}: flops_per_position has no branch for it")
     return 2 * macs

@@ -133,6 +133,8 @@ def make_agent(
     if kind in ("mcts", "mcts-greedy"):
         rollouts = Round0Settings(root_rollouts=1, rollout_policy="greedy" if kind == "mcts-greedy" else "random")
         return SearchAgent(SearchConfig(mode="round0", simulations=n, round0=rollouts), name=name)
+    if kind not in TORCH_KINDS:  # a kind added to KINDS needs its branch above, or it would be a network search
+        raise NotImplementedError(f"agent kind {kind!r} is in KINDS, but make_agent has no branch for it")
     source = path or network
     if source is None:
         raise ValueError(f"agent {spec!r} needs a checkpoint: {kind}@PATH, or a network")
@@ -152,6 +154,7 @@ def make_agent(
         player = load_player(resolve_checkpoint(source), resolve_device(device), resolve_dtype(dtype))
     if kind == "policy":
         return PolicyAgent(player, name=name)
+    assert kind in ("net-mcts", "net-gumbel"), kind
     cfg = SearchConfig(  # no noise: evaluation plays the best move
         mode="gumbel" if kind == "net-gumbel" else "puct",
         simulations=n,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from drmario.files import RunError
-from drmario.settings import Settings, SettingsError, apply_dotted, load_yaml, parse_assignment
+from drmario.settings import SettingInfo, Settings, SettingsError, apply_dotted, load_yaml, parse_assignment
 
 SETTING = "setting:"  # argparse dest prefix of the derived flags
 
@@ -32,6 +32,21 @@ def _yaml_value(text: str) -> Any:
     if text == "None":  # the flags' help writes int|None: take Python's spelling of YAML's null too
         return None
     return parse_assignment(f"v={text}")[1]
+
+
+TEXT_TYPES = (str, str | None)
+
+
+def _text_value(text: str) -> str | None:
+    """A text setting's value (a path, a device, an agent) as typed: YAML would read ``2024-01-01`` as a
+    date and ``yes`` as true. null, ~ and None still mean None."""
+    return None if text in ("None", "null", "~") else text
+
+
+def _flag_type(leaf: SettingInfo) -> Callable[[str], Any]:
+    if leaf.type in TEXT_TYPES:
+        return _text_value
+    return _yaml_list if typing.get_origin(leaf.type) in (list, tuple) else _yaml_value
 
 
 def _yaml_list(text: str) -> Any:
@@ -54,16 +69,21 @@ def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tup
         if leaf.name in skip:
             continue
         switch = leaf.type is bool
-        group.add_argument(
-            "--" + leaf.name.replace("_", "-"),
-            dest=SETTING + leaf.path,
-            type=_yaml_list if typing.get_origin(leaf.type) in (list, tuple) else _yaml_value,
-            nargs="?" if switch else None,
-            const=True if switch else None,
-            default=argparse.SUPPRESS,
-            metavar=leaf.type_text.replace(" ", ""),
-            help=f"{leaf.doc} (default: {leaf.default!r})".replace("%", "%%"),
-        )
+        flag = "--" + leaf.name.replace("_", "-")
+        try:
+            group.add_argument(
+                flag,
+                dest=SETTING + leaf.path,
+                type=_flag_type(leaf),
+                nargs="?" if switch else None,
+                const=True if switch else None,
+                default=argparse.SUPPRESS,
+                metavar=leaf.type_text.replace(" ", ""),
+                help=f"{leaf.doc} (default: {leaf.default!r})".replace("%", "%%"),
+            )
+        except argparse.ArgumentError as e:  # argparse's message would not name the setting
+            clash = f"{cls.__name__}.{leaf.path}: its flag {flag} is already an option of {parser.prog!r}"
+            raise TypeError(clash) from e
 
 
 def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -> Any:
@@ -77,17 +97,23 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
             base = load_yaml(Path(args.config).read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
             raise ValueError(f"--config {args.config}: cannot read it as YAML text: {e}") from e
-    paths = {leaf.name: leaf.path for leaf in cls.leaves()}
+    leaves = {leaf.name: leaf for leaf in cls.leaves()}
+    paths = {name: leaf.path for name, leaf in leaves.items()}
+    by_path = {leaf.path: leaf for leaf in leaves.values()}
     overrides = {k[len(SETTING) :]: v for k, v in vars(args).items() if k.startswith(SETTING)}
     for text in getattr(args, "set", None) or []:
         key, value = parse_assignment(text)
         if key not in paths and key not in paths.values():
             import difflib
 
-            close = difflib.get_close_matches(key, list(dict.fromkeys([*paths, *paths.values()])), n=2)
+            tails = [p for p in paths.values() if key.endswith("." + p)]  # a notebook's path, e.g. evaluation.seed
+            close = tails or difflib.get_close_matches(key, list(dict.fromkeys([*paths, *paths.values()])), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise SettingsError(cls.__name__, [f"--set {key}: not a setting{hint}"])
-        overrides[paths.get(key, key)] = value
+        leaf = leaves.get(key) or by_path[key]
+        if leaf.type in TEXT_TYPES:  # as typed, as its flag takes it
+            value = _text_value(text.partition("=")[2].strip())
+        overrides[leaf.path] = value
     return cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
 
 

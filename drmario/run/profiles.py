@@ -286,12 +286,7 @@ def section_of(key: str) -> str:
 
 def parameters(section: str) -> dict[str, SettingInfo]:
     """The flat parameters of a section's notebook: name -> `settings.SettingInfo`."""
-    out: dict[str, SettingInfo] = {}
-    for leaf in NOTEBOOKS[section].settings.leaves():
-        if leaf.name in out:  # a programming error: two settings would share a parameter name
-            raise TypeError(f"{section}: {out[leaf.name].path} and {leaf.path} both flatten to {leaf.name!r}")
-        out[leaf.name] = leaf
-    return out
+    return {leaf.name: leaf for leaf in NOTEBOOKS[section].settings.leaves()}
 
 
 def build(section: str, values: Mapping[str, Any], where: str | None = None, devices: bool = True) -> Settings:

@@ -51,8 +51,8 @@ from drmario.settings import Settings, setting
 
 WIN_FLOOR = 0.6  # a win is worth at least this
 TOPOUT_CEILING = 0.5  # a game that is not won is worth at most this
-OUTCOME, DISCOUNTED, CENTRED = 0, 1, 2  # utility kinds
-_KINDS = {"outcome": OUTCOME, "discounted": DISCOUNTED, "centred": CENTRED}
+OUTCOME, DISCOUNTED, CENTRED = 0, 1, 2  # utility kinds: each has its branch in win_value (failure_value: if it differs)
+_KINDS = {"outcome": OUTCOME, "discounted": DISCOUNTED, "centred": CENTRED}  # the names of Utility.kind's Literal
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,8 @@ def win_value(up, pills, root_left, centre=-1.0):
         v = max(root_left, 1)
         expected = centre if centre >= 0 else up[1] * v
         return WIN_FLOOR + (1.0 - WIN_FLOOR) * (0.5 - np.arctan((pills - expected) / (up[3] * np.sqrt(v))) / np.pi)
+    if up[0] != OUTCOME:
+        raise ValueError("a utility kind without its branch in win_value")
     return WIN_FLOOR + (1.0 - WIN_FLOOR) * (1.0 - _survival(up, pills, root_left))
 
 

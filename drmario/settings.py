@@ -228,6 +228,15 @@ def _dotted(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+TEXT_TYPES = (str, str | None)  # settings whose values are text: paths, devices, agents
+
+
+def text_value(text: str) -> str | None:
+    """A text setting's value as typed, where YAML would read ``2024-01-01`` as a date and ``yes`` as
+    true; null, ~ and None still mean None."""
+    return None if text in ("None", "null", "~") else text
+
+
 def parse_assignment(text: str) -> tuple[str, Any]:
     """``key=value`` -> (key, value), the value read as YAML (`load_yaml`): ``500``, ``0.1``, ``1e-3``,
     ``true``, ``[0, 4]`` and ``null`` are typed."""

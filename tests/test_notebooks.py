@@ -122,6 +122,9 @@ def test_profile_values_are_checked_before_anything_runs():
     with pytest.raises(SettingsError) as info:
         R.check_profile(P.apply_overrides(profile, devices))
     assert [p.split(":")[0] for p in info.value.problems] == ["train.device = 'cuda", "analysis.device = 'tpu'"]
+    texts = P.apply_overrides(profile, ["train.init=2024-01-01", "analysis.checkpoint=yes", "train.steps=5"])
+    got = (texts["train"]["init"], texts["analysis"]["checkpoint"], texts["train"]["steps"])
+    assert got == ("2024-01-01", "yes", 5)  # YAML would give a date and true; a number stays a number
 
 
 def test_overrides_are_typed_and_dotted():

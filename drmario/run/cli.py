@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from drmario.files import RunError
-from drmario.settings import SettingInfo, Settings, SettingsError, apply_dotted, load_yaml, parse_assignment
+from drmario.settings import (
+    TEXT_TYPES,
+    SettingInfo,
+    Settings,
+    SettingsError,
+    apply_dotted,
+    load_yaml,
+    parse_assignment,
+    text_value,
+)
 
 SETTING = "setting:"  # argparse dest prefix of the derived flags
 
@@ -34,18 +43,9 @@ def _yaml_value(text: str) -> Any:
     return parse_assignment(f"v={text}")[1]
 
 
-TEXT_TYPES = (str, str | None)
-
-
-def _text_value(text: str) -> str | None:
-    """A text setting's value (a path, a device, an agent) as typed: YAML would read ``2024-01-01`` as a
-    date and ``yes`` as true. null, ~ and None still mean None."""
-    return None if text in ("None", "null", "~") else text
-
-
 def _flag_type(leaf: SettingInfo) -> Callable[[str], Any]:
     if leaf.type in TEXT_TYPES:
-        return _text_value
+        return text_value
     return _yaml_list if typing.get_origin(leaf.type) in (list, tuple) else _yaml_value
 
 
@@ -112,7 +112,7 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
             raise SettingsError(cls.__name__, [f"--set {key}: not a setting{hint}"])
         leaf = leaves.get(key) or by_path[key]
         if leaf.type in TEXT_TYPES:  # as typed, as its flag takes it
-            value = _text_value(text.partition("=")[2].strip())
+            value = text_value(text.partition("=")[2].strip())
         overrides[leaf.path] = value
     return cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
 

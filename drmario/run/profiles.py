@@ -30,6 +30,7 @@ from drmario.run.agents import parse_spec
 from drmario.run.kit import profile_path
 from drmario.search.config import NO_NETWORK, SearchConfig
 from drmario.settings import (
+    TEXT_TYPES,
     SettingInfo,
     Settings,
     SettingsError,
@@ -37,6 +38,7 @@ from drmario.settings import (
     load_yaml,
     parse_assignment,
     setting,
+    text_value,
     type_text,
 )
 
@@ -396,7 +398,7 @@ def load_profile(path: str | Path) -> dict[str, Any]:
 
 def apply_overrides(profile: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
     """A copy of profile with ``section.parameter=value`` overrides applied (`settings.parse_assignment`:
-    values are YAML), or ``name=value``."""
+    values are YAML, text settings' as typed), or ``name=value``."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in profile.items()}
     for text in overrides:
         key, value = parse_assignment(text)
@@ -406,5 +408,8 @@ def apply_overrides(profile: Mapping[str, Any], overrides: Iterable[str]) -> dic
         section, dot, parameter = key.partition(".")
         if not dot or not parameter:
             raise ValueError(f"override {text!r}: expected SECTION.PARAMETER=VALUE, e.g. train.steps=500")
+        leaf = parameters(section_of(section)).get(parameter)
+        if leaf is not None and leaf.type in TEXT_TYPES:  # a path as typed (YAML: 2024-01-01 is a date)
+            value = text_value(text.partition("=")[2].strip())
         out.setdefault(section_of(section), {})[parameter] = value
     return out

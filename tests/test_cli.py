@@ -321,6 +321,12 @@ def test_settings_come_from_the_config_then_the_flags_then_set_later_ones_winnin
     assert cli.settings_from(SelfPlayConfig, args, games=11).games == 11  # what the command fixes
 
 
+def test_every_setting_has_its_help():
+    """A field declared without `setting(default, doc)` would be a flag and a parameter with no help."""
+    for name, cls in cli.settings_classes().items():
+        assert [leaf.path for leaf in cls.leaves() if not leaf.doc.strip()] == [], name
+
+
 @dataclass(frozen=True)
 class Outer(Settings):  # (at module level: the settings read their annotations from the module)
     seed: int = setting(0, "the outer seed")

@@ -232,25 +232,35 @@ TEXT_TYPES = (str, str | None)  # settings whose values are text: paths, devices
 
 
 def text_value(text: str) -> str | None:
-    """A text setting's value as typed, where YAML would read ``2024-01-01`` as a date and ``yes`` as
-    true; null, ~ and None still mean None."""
-    return None if text in ("None", "null", "~") else text
+    """A text setting's value as typed, where YAML would read ``2024-01-01`` as a date, ``yes`` as
+    true and ``@x`` not at all; null, ~ and None still mean None, and one pair of quotes around the
+    whole is dropped (as YAML would)."""
+    if text in ("None", "null", "~"):
+        return None
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
 
 
-def parse_assignment(text: str) -> tuple[str, Any]:
-    """``key=value`` -> (key, value), the value read as YAML (`load_yaml`): ``500``, ``0.1``, ``1e-3``,
-    ``true``, ``[0, 4]`` and ``null`` are typed."""
+def read_value(raw: str, tp: Any = None, where: str | None = None) -> Any:
+    """A setting's value from its text: as typed for a text setting (tp in `TEXT_TYPES`), else YAML
+    (`load_yaml`): ``500``, ``0.1``, ``1e-3``, ``true``, ``[0, 4]`` and ``null`` are typed. where:
+    what a YAML error names (default: the text)."""
     import yaml
 
+    if tp in TEXT_TYPES:
+        return text_value(raw.strip())
+    try:
+        return load_yaml(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ValueError(f"{where or raw!r}: the value is not valid YAML: {e}") from e
+
+
+def split_assignment(text: str) -> tuple[str, str]:
+    """``key=value`` -> (key, the value's text)."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ValueError(f"{text!r}: expected KEY=VALUE, e.g. steps=500 or search.simulations=400")
-    try:
-        value = load_yaml(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        raise ValueError(f"{text!r}: the value is not valid YAML: {e}") from e
-    return key, value
+    return key, raw
 
 
 def type_text(tp: Any) -> str:

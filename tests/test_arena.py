@@ -165,8 +165,9 @@ def test_every_agent_kind_is_made_under_its_name_and_documented(tmp_path, monkey
         if kind not in ("dqn", "td"):  # (their own checkpoints: tests/test_baselines.py)
             network = ckpt if kind in agents.TORCH_KINDS else None
             assert agents.make_agent(kind, network=network).name == agents.agent_name(kind)
-        for where, text in (("AGENT_HELP", agents.AGENT_HELP), ("docstring", agents.__doc__), ("README", readme)):
-            assert re.search(rf"(?<![\w-]){re.escape(kind)}(?!\w)", text or ""), (kind, where)
+        assert re.search(rf"(?<![\w-]){re.escape(kind)}(?![\w-])", agents.AGENT_HELP), kind
+        for where, text in (("docstring", agents.__doc__ or ""), ("README", readme)):  # as `kind`, `kind-N`
+            assert re.search(rf"`{re.escape(kind)}(-N|-\d+)?`", text), (kind, where)
     monkeypatch.setattr(agents, "KINDS", (*agents.KINDS, "lowest"))
     with pytest.raises(NotImplementedError, match="'lowest' is in KINDS, but make_agent has no branch"):
         agents.make_agent("lowest", network=ckpt)

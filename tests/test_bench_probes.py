@@ -206,7 +206,7 @@ for path in [*sorted(bench.glob("*.py")), bench.parent / "docs" / "figures.py"]:
         text = io.StringIO()
         try:
             with contextlib.redirect_stdout(text):
-                sys.argv = [str(path), *argv]
+                sys.argv = [path.name, *argv]  # (a long path would wrap the usage line)
                 runpy.run_path(str(path), run_name="__main__")
             code = "ran"
         except SystemExit as e:

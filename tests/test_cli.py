@@ -358,8 +358,12 @@ def test_text_settings_are_taken_as_typed_and_a_notebooks_dotted_path_is_pointed
     assert (cfg.network, cfg.device, cfg.search.simulations) == ("2024-01-01", "yes", 3)
     assert cli.settings_from(SelfPlayConfig, parser.parse_args(["--set", "network=123"])).network == "123"
     assert cli.settings_from(SelfPlayConfig, parser.parse_args(["--network", "null"])).network is None
-    with pytest.raises(SettingsError, match="--set evaluation.max_pills: not a setting; did you mean max_pills"):
-        cli.settings_from(EvalConfig, parser.parse_args(["--set", "evaluation.max_pills=3"]))  # as `settings 03` has it
+    with pytest.raises(SettingsError, match=r"--set evaluation.seed: not a setting; did you mean seed\?$"):
+        cli.settings_from(EvalConfig, parser.parse_args(["--set", "evaluation.seed=3"]))  # as `settings 03` has it
+    cfg = cli.settings_from(SelfPlayConfig, parser.parse_args(["--set", "network='2024-01-01'", "--set", "device=@x"]))
+    assert (cfg.network, cfg.device) == ("2024-01-01", "@x")  # quotes dropped as YAML does; @ is no YAML
+    probs = cli.settings_from(SelfPlayConfig, parser.parse_args(["--pill-probs", "0.5,0.5,0,0,0,0,0,0,0"]))
+    assert probs.search.pill_probs == (0.5, 0.5, 0, 0, 0, 0, 0, 0, 0)  # a list without brackets, also as X | None
 
 
 def test_bad_numbers_and_devices_are_named_before_anything_runs(checkpoint, tmp_path, capsys):

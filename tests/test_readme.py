@@ -39,3 +39,7 @@ def test_the_layout_tables_name_every_module():
             named = set(re.findall(r"`(\w+)`", row))
             missing = {m.stem for m in package.glob("*.py")} - named - {"__init__"}
             assert not missing, (doc.name, package.name, missing)
+    top = {m.stem for m in (root / "drmario").glob("*.py")} - {"__init__", "__main__"}  # the base layer
+    readme, architecture = README.read_text(encoding="utf-8"), (root / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert [m for m in top if f"`{m}.py`" not in readme and f"`drmario/{m}.py`" not in readme] == []
+    assert [m for m in top if f"`drmario.{m}`" not in architecture] == []

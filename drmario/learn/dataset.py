@@ -516,7 +516,9 @@ def load_examples(
     noted = [r for r in file_reports if r.dropped or r.warnings]
     if noted:
         warnings.warn("\n".join(str(r) for r in noted), stacklevel=2)
-    if progress if summary is None else summary:
+    if summary is None:
+        summary = progress
+    if summary:
         cached = sum(r.cached for r in file_reports)
         print(
             f"loaded {len(out):,} examples ({offset:,} games{', x6 colour permutations' if augment else ''}) "

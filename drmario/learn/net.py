@@ -201,9 +201,11 @@ class DrMarioNet(nn.Module):
         if self.cfg.head == "design":
             z = self.head(x.flatten(1)).float()  # [B, 3 + 512]
             return heads_to_outputs(z[:, :3], F.logsigmoid(z[:, 3:]), legal)
-        logits = self.policy_fc(F.relu(self.policy(x)).flatten(1))  # [B, 512], softmax logits
-        scalars = self.value_fc(F.relu(self.value(x)).flatten(1))  # [B, 3]
-        return heads_to_outputs(scalars, logits, legal)
+        if self.cfg.head == "alphago":
+            logits = self.policy_fc(F.relu(self.policy(x)).flatten(1))  # [B, 512], softmax logits
+            scalars = self.value_fc(F.relu(self.value(x)).flatten(1))  # [B, 3]
+            return heads_to_outputs(scalars, logits, legal)
+        raise NotImplementedError(f"head {self.cfg.head!r}: heads has no branch for it")
 
     def value_head(self) -> list[nn.Module]:
         """The modules that only the won, cleared and duration outputs read."""

@@ -154,7 +154,8 @@ def make_agent(
         player = load_player(resolve_checkpoint(source), resolve_device(device), resolve_dtype(dtype))
     if kind == "policy":
         return PolicyAgent(player, name=name)
-    assert kind in ("net-mcts", "net-gumbel"), kind
+    if kind not in ("net-mcts", "net-gumbel"):
+        raise NotImplementedError(f"agent kind {kind!r} takes a network, but make_agent has no branch for it")
     cfg = SearchConfig(  # no noise: evaluation plays the best move
         mode="gumbel" if kind == "net-gumbel" else "puct",
         simulations=n,

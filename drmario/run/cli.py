@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 import time
+import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,8 @@ from drmario.settings import (
     SettingsError,
     apply_dotted,
     load_yaml,
-    parse_assignment,
+    read_value,
+    split_assignment,
     text_value,
 )
 
@@ -40,13 +42,20 @@ SETTING = "setting:"  # argparse dest prefix of the derived flags
 def _yaml_value(text: str) -> Any:
     if text == "None":  # the flags' help writes int|None: take Python's spelling of YAML's null too
         return None
-    return parse_assignment(f"v={text}")[1]
+    return read_value(text)
+
+
+def _is_sequence(tp: Any) -> bool:
+    """list[...] or tuple[...], also as X | None."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return any(_is_sequence(arg) for arg in typing.get_args(tp) if arg is not type(None))
+    return typing.get_origin(tp) in (list, tuple)
 
 
 def _flag_type(leaf: SettingInfo) -> Callable[[str], Any]:
     if leaf.type in TEXT_TYPES:
         return text_value
-    return _yaml_list if typing.get_origin(leaf.type) in (list, tuple) else _yaml_value
+    return _yaml_list if _is_sequence(leaf.type) else _yaml_value
 
 
 def _yaml_list(text: str) -> Any:
@@ -58,8 +67,8 @@ def _yaml_list(text: str) -> Any:
 
 def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tuple[str, ...] = ()) -> None:
     """A flag for every leaf setting of cls (values are YAML: 500, 0.1, true, [0, 4], null; a list
-    also without its brackets, 0,4; a true-or-false flag alone means true), plus --config FILE and
-    --set KEY=VALUE."""
+    also without its brackets, 0,4; a true-or-false flag alone means true; text settings such as paths
+    as typed), plus --config FILE and --set KEY=VALUE."""
     group = parser.add_argument_group(f"settings ({cls.__name__})")
     group.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file (nested, as saved)")
     group.add_argument(
@@ -97,23 +106,20 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
             base = load_yaml(Path(args.config).read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
             raise ValueError(f"--config {args.config}: cannot read it as YAML text: {e}") from e
-    leaves = {leaf.name: leaf for leaf in cls.leaves()}
-    paths = {name: leaf.path for name, leaf in leaves.items()}
-    by_path = {leaf.path: leaf for leaf in leaves.values()}
+    by_name = {leaf.name: leaf for leaf in cls.leaves()}
+    by_path = {leaf.path: leaf for leaf in by_name.values()}
     overrides = {k[len(SETTING) :]: v for k, v in vars(args).items() if k.startswith(SETTING)}
     for text in getattr(args, "set", None) or []:
-        key, value = parse_assignment(text)
-        if key not in paths and key not in paths.values():
+        key, raw = split_assignment(text)
+        leaf = by_name.get(key) or by_path.get(key)
+        if leaf is None:
             import difflib
 
-            tails = [p for p in paths.values() if key.endswith("." + p)]  # a notebook's path, e.g. evaluation.seed
-            close = tails or difflib.get_close_matches(key, list(dict.fromkeys([*paths, *paths.values()])), n=2)
+            tails = [p for p in by_path if key.endswith("." + p)]  # a notebook's path, e.g. evaluation.seed
+            close = tails or difflib.get_close_matches(key, list(dict.fromkeys([*by_name, *by_path])), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise SettingsError(cls.__name__, [f"--set {key}: not a setting{hint}"])
-        leaf = leaves.get(key) or by_path[key]
-        if leaf.type in TEXT_TYPES:  # as typed, as its flag takes it
-            value = text_value(text.partition("=")[2].strip())
-        overrides[leaf.path] = value
+        overrides[leaf.path] = read_value(raw, leaf.type, text)  # text settings as typed, as their flags
     return cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
 
 

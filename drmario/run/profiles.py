@@ -30,15 +30,14 @@ from drmario.run.agents import parse_spec
 from drmario.run.kit import profile_path
 from drmario.search.config import NO_NETWORK, SearchConfig
 from drmario.settings import (
-    TEXT_TYPES,
     SettingInfo,
     Settings,
     SettingsError,
     apply_dotted,
     load_yaml,
-    parse_assignment,
+    read_value,
     setting,
-    text_value,
+    split_assignment,
     type_text,
 )
 
@@ -397,19 +396,17 @@ def load_profile(path: str | Path) -> dict[str, Any]:
 
 
 def apply_overrides(profile: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of profile with ``section.parameter=value`` overrides applied (`settings.parse_assignment`:
+    """A copy of profile with ``section.parameter=value`` overrides applied (`settings.read_value`:
     values are YAML, text settings' as typed), or ``name=value``."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in profile.items()}
     for text in overrides:
-        key, value = parse_assignment(text)
+        key, raw = split_assignment(text)
         if key == "name":
-            out["name"] = value
+            out["name"] = read_value(raw, str, text)
             continue
         section, dot, parameter = key.partition(".")
         if not dot or not parameter:
             raise ValueError(f"override {text!r}: expected SECTION.PARAMETER=VALUE, e.g. train.steps=500")
         leaf = parameters(section_of(section)).get(parameter)
-        if leaf is not None and leaf.type in TEXT_TYPES:  # a path as typed (YAML: 2024-01-01 is a date)
-            value = text_value(text.partition("=")[2].strip())
-        out.setdefault(section_of(section), {})[parameter] = value
+        out.setdefault(section_of(section), {})[parameter] = read_value(raw, leaf and leaf.type, text)
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from typing import cast
 
 import numpy as np
 import torch
@@ -120,7 +121,7 @@ def bench_size(
     if not channels_last:  # the Player is always channels_last
         player.module.to(memory_format=memory_format)
     train_cfg = dataclasses.replace(train_cfg, net=cfg, channels_last=channels_last)
-    net = torch.compile(model) if compile else model
+    net = cast(torch.nn.Module, torch.compile(model)) if compile else model  # compile keeps a Module a Module
     opt = make_optimizer(model, train_cfg)
     dev = data.to_device(device)
     for b in batch_sizes:

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -252,14 +252,14 @@ class TDAgent:
     """Plays by `td_search` with a trained value network; implements the `Agent` protocol.
     depth and top_k default to the training run's."""
 
-    def __init__(self, net: ValueNet, cfg: TDConfig | None = None, *, name: str = "td", **search) -> None:
+    def __init__(self, net: ValueNet, cfg: TDConfig | None = None, *, name: str = "td", **search: Any) -> None:
         self.net, self.name = net.eval(), name
         self.cfg = TDConfig.from_dict({**(cfg or TDConfig()).to_dict(), **search, "progress": False})
         self.net.to(resolve_device(self.cfg.device))
         self._expander = _Expander()
 
     @classmethod
-    def load(cls, path: str | Path, *, name: str = "td", **search) -> TDAgent:
+    def load(cls, path: str | Path, *, name: str = "td", **search: Any) -> TDAgent:
         """From any checkpoint of `train_td`; search: depth, top_k, device, ... overrides."""
         net, cfg = load_baseline_net(path, "td", TDConfig, lambda c: ValueNet(c.hidden), "net")
         return cls(net, cfg, name=name, **search)

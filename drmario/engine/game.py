@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -375,7 +376,7 @@ class Game:
         other.moves = list(self.moves)
         return other
 
-    def record(self, **meta) -> GameRecord:
+    def record(self, **meta: Any) -> GameRecord:
         return GameRecord(
             seed=self.seed,
             level=self.level,

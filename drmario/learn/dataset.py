@@ -38,7 +38,7 @@ import importlib
 import json
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -195,7 +195,7 @@ class DeviceExamples:
     n_planes input planes (`encode`)."""
 
     def __init__(self, examples: ExampleSet, device: torch.device, n_planes: int = N_PLANES) -> None:
-        def put(a: np.ndarray, dtype=None) -> torch.Tensor:
+        def put(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.as_tensor(a, dtype=dtype).to(device)
 
         self.device, self.n_planes = device, n_planes
@@ -449,7 +449,9 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
     return game, n_games
 
 
-def _load_file(path: Path, on_error: OnError, use_cache: bool, tick) -> tuple[ExampleSet, ReadReport, int]:
+def _load_file(
+    path: Path, on_error: OnError, use_cache: bool, tick: Callable[[int], None]
+) -> tuple[ExampleSet, ReadReport, int]:
     key = cache_key(path) if use_cache else ""
     hit, damaged = _read_cache(path, key) if use_cache else (None, None)
     if hit is not None and on_error == "raise" and (hit[1].warnings or hit[1].missing) and not hit[1].skipped:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,7 +45,7 @@ class Player:
         self._forward = torch.compile(module, dynamic=True) if compile else module
 
     @classmethod
-    def from_module(cls, net: DrMarioNet, device: str | torch.device = "cpu", **kwargs) -> Player:
+    def from_module(cls, net: DrMarioNet, device: str | torch.device = "cpu", **kwargs: Any) -> Player:
         return cls(net, device, **kwargs)
 
     @torch.inference_mode()
@@ -97,7 +98,7 @@ class Player:
 
 
 def load_player(
-    path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, **kwargs
+    path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, **kwargs: Any
 ) -> Player:
     """A `Player` from a checkpoint (a training checkpoint or `save_net`'s file). kwargs: chunk, compile."""
     return Player(load_net(path), device, dtype, **kwargs)

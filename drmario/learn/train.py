@@ -212,7 +212,7 @@ def uses_bf16(device: torch.device, cfg: TrainConfig) -> bool:
     return (device.type == "cuda" and cfg.amp) or (device.type == "cpu" and cfg.cpu_bf16)
 
 
-def autocast(device: torch.device, cfg: TrainConfig):
+def autocast(device: torch.device, cfg: TrainConfig) -> contextlib.AbstractContextManager:
     if uses_bf16(device, cfg):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

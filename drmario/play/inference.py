@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from multiprocessing import shared_memory
+from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -130,7 +131,7 @@ class BatchedInference:
         key = (bucket, slot)
         if key not in self._buffers:
             pin = self.cuda
-            buf = {
+            buf: dict[str, Any] = {
                 "host_cells": torch.zeros((bucket, K.WIDTH, K.HEIGHT), dtype=torch.uint8, pin_memory=pin),
                 "host_pills": torch.ones((bucket, 2), dtype=torch.uint8, pin_memory=pin),
                 "host_previews": torch.ones((bucket, 2), dtype=torch.uint8, pin_memory=pin),
@@ -156,7 +157,7 @@ class BatchedInference:
         out = buf["out"][:n]
         torch.cat([o.won[:, None], o.cleared[:, None], o.duration[:, None], o.moves.flatten(1)], 1, out=out)
 
-    def _capture(self, buf: dict):
+    def _capture(self, buf: dict) -> torch.cuda.CUDAGraph:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
@@ -312,12 +313,12 @@ def _serve(
     device: str,
     dtype: str,
     buckets: Sequence[int],
-    requests,
-    answers,
-    shm_names,
-    capacity,
-    log,
-    parent=None,
+    requests: mp.Queue,
+    answers: Sequence[Connection],
+    shm_names: Sequence[Sequence[str]],
+    capacity: int,
+    log: mp.Queue,
+    parent: int | None = None,
 ) -> None:
     """The inference process: merge pending requests into one batch, evaluate, answer each."""
     die_with_parent(parent)
@@ -371,7 +372,12 @@ def _serve(
             shm.close()
 
 
-def _answer(engine: BatchedInference, item, channels, answers) -> None:
+def _answer(
+    engine: BatchedInference,
+    item: tuple[Ticket, list[tuple[int, int, int, int]]],
+    channels: Sequence[Sequence[_Channel]],
+    answers: Sequence[Connection],
+) -> None:
     ticket, parts = item
     pred = engine.wait(ticket)
     flat = np.concatenate([pred.won[:, None], pred.cleared[:, None], pred.duration[:, None]], 1)
@@ -479,5 +485,5 @@ class InferenceServer:
     def __enter__(self) -> InferenceServer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -18,7 +18,7 @@ import numpy as np
 from drmario.files import parent_death_signal, write_atomic
 from drmario.run.pipeline import child_env
 from drmario.run.rounds import analysis_dir, in_run, round_dir
-from drmario.search.core import Leaves
+from drmario.search.core import Leaves, Prediction
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -256,7 +256,7 @@ def record_positions(record: GameRecord) -> Leaves:
     return _game_positions([game for game, _, _ in record.steps()])
 
 
-def predict(player: Player, positions: Leaves):
+def predict(player: Player, positions: Leaves) -> Prediction:
     """The network at these positions with its moves masked to the legal ones (`search.Prediction`)."""
     from drmario.engine import kernels as K
 

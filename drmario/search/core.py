@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from drmario.engine.board import Move, Pill
 from drmario.engine.game import Game
 from drmario.engine.rules import MOVES_SHAPE, symmetrize
 from drmario.engine.timing import reachable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 N_PILLS = 9  # ordered colour pairs: pill index 3 * (left - 1) + (right - 1)
 
@@ -128,7 +131,7 @@ class SearchResult:
         mass = target > 0
         return float(np.sum(target[mass] * np.log(target[mass] / np.maximum(prior[mass], 1e-12))))
 
-    def table(self):
+    def table(self) -> pd.DataFrame:
         """The root moves as a pandas DataFrame (r, x, y, prior, visits, value, target)."""
         import pandas as pd
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -318,7 +318,7 @@ def pending_leaves(tree: Tree) -> Leaves:
     return Leaves(tree.d_cells[leaves], _COLOURS[tree.d_pill[leaves]], _COLOURS[tree.d_preview[leaves]])
 
 
-def _step(tree: Tree, sel: Selection, halving: np.ndarray | None = None):
+def _step(tree: Tree, sel: Selection, halving: np.ndarray | None = None) -> Generator[Leaves, Prediction, Tree]:
     """One simulation of every game: descend, have the leaves evaluated (yielded), expand and back
     up. halving int32[G]: each Gumbel root's considered visits. Returns the tree (its pools may
     have grown)."""
@@ -331,7 +331,13 @@ def _step(tree: Tree, sel: Selection, halving: np.ndarray | None = None):
     return tree
 
 
-def _plant(positions: Sequence[Position], seeds: Sequence[int], simulations: int, utility, pill_probs) -> Tree:
+def _plant(
+    positions: Sequence[Position],
+    seeds: Sequence[int],
+    simulations: int,
+    utility: Utility | None,
+    pill_probs: Sequence[float] | None,
+) -> Tree:
     g = len(positions)
     sizes = (g * (simulations + 2), g * (simulations + 2) * 48, g * (simulations + 2))
     return plant(positions, seeds, (utility or Utility()).params, pill_distribution(pill_probs), sizes)
@@ -447,14 +453,14 @@ def gumbel_steps(
 
 
 def puct_search(
-    positions: Sequence[Position], seeds: Sequence[int], evaluator: Evaluator, **settings
+    positions: Sequence[Position], seeds: Sequence[int], evaluator: Evaluator, **settings: Any
 ) -> list[SearchResult]:
     """`puct_steps` run with evaluator (keyword settings as there)."""
     return run(puct_steps(positions, seeds, **settings), evaluator)
 
 
 def gumbel_search(
-    positions: Sequence[Position], seeds: Sequence[int], evaluator: Evaluator, **settings
+    positions: Sequence[Position], seeds: Sequence[int], evaluator: Evaluator, **settings: Any
 ) -> list[SearchResult]:
     """`gumbel_steps` run with evaluator (keyword settings as there)."""
     return run(gumbel_steps(positions, seeds, **settings), evaluator)

@@ -1,6 +1,6 @@
 """The README's short tour runs as written: the first block whole, the second's imports and first
-search (its self-play, training and arena take minutes, so they are only parsed); and the layout
-tables of the README and ARCHITECTURE.md name every module."""
+search (its self-play, training and arena take minutes, so they are only parsed); the layout
+tables of the README and ARCHITECTURE.md name every module; and its conventions on types hold."""
 
 import ast
 import re
@@ -43,3 +43,21 @@ def test_the_layout_tables_name_every_module():
     readme, architecture = README.read_text(encoding="utf-8"), (root / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert [m for m in top if f"`{m}.py`" not in readme and f"`drmario/{m}.py`" not in readme] == []
     assert [m for m in top if f"`drmario.{m}`" not in architecture] == []
+
+
+def test_only_the_numba_kernels_go_without_types():
+    """The README's convention: a function of the package gives all its types or (a kernel) none;
+    mypy refuses the incomplete ones, this test the untyped ones that are not compiled."""
+    untyped = []
+    for path in sorted((README.parent / "drmario").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = node.args
+            params = [a for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg not in ("self", "cls")]
+            params += [a for a in (args.vararg, args.kwarg) if a is not None]
+            typed = node.returns is not None or any(a.annotation is not None for a in params)
+            compiled = any("jit" in ast.unparse(d) for d in node.decorator_list)
+            if not typed and not compiled:
+                untyped.append(f"{path.relative_to(README.parent)}:{node.lineno} {node.name}")
+    assert untyped == []

@@ -185,6 +185,8 @@ class _Expander:
 
 
 class TDSearch(NamedTuple):
+    """One decision of `td_search`, for n legal moves."""
+
     moves: np.ndarray  # int8[n, 3] canonical legal moves (r, x, y)
     values: np.ndarray  # float64[n]: exact for terminal placements, 2-ply for searched ones, else 1-ply
     candidates: np.ndarray  # bool[n]: the placements the choice is made among

@@ -15,16 +15,22 @@ BOARD_LETTERS = K.WIDTH * K.HEIGHT
 
 
 class Colour(IntEnum):
+    """A cell's colour, as the kernels number it (0 is an empty cell)."""
+
     RED = K.RED
     YELLOW = K.YELLOW
     BLUE = K.BLUE
 
     @property
     def letter(self) -> str:
+        """The colour's letter in the maryodel formats: r, y or b."""
         return "ryb"[self - 1]
 
 
 class Shape(IntEnum):
+    """What a coloured cell holds: a virus, a lone half (its other half cleared), or the bottom or top
+    half of a vertical pill, or the left or right half of a horizontal one."""
+
     VIRUS = K.VIRUS
     DISCONNECTED = K.DISCONNECTED
     BOTTOM = K.BOTTOM

@@ -24,6 +24,8 @@ DEFAULT_STALL_LIMIT = 20
 
 
 class Outcome(str, Enum):
+    """How a game ended (rules.md section 7); a game still running has none."""
+
     WON = "won"
     TOPPED_OUT = "topped_out"
     STALEMATE = "stalemate"

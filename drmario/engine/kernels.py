@@ -254,6 +254,7 @@ def _settle(board):
 
 @njit(cache=True)
 def count_viruses(board):
+    """The viruses left on board uint8[8, 16]."""
     n = 0
     for x in range(WIDTH):
         for y in range(HEIGHT):
@@ -294,6 +295,7 @@ def place_and_resolve(board, left, right, r, x, y):
 
 @njit(cache=True, inline="always")
 def spawn_blocked(board):
+    """Whether a new pill has no room: a cell of the spawn (its two halves) is taken."""
     return board[SPAWN_X, SPAWN_Y] != EMPTY or board[SPAWN_X + 1, SPAWN_Y] != EMPTY
 
 
@@ -313,10 +315,12 @@ def rng_step(s):
 
 
 def virus_count(level: int) -> int:
+    """`level.virus_count` without its checks."""
     return min(84, 4 * (level + 1))
 
 
 def max_virus_row(level: int) -> int:
+    """`level.max_virus_row` without its checks."""
     return 9 if level <= 14 else 10 if level <= 16 else 11 if level <= 18 else 12
 
 

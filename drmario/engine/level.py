@@ -27,6 +27,8 @@ PILL_MODES = ("nes", "iid")
 
 
 def check_seed_level(seed: int, level: int) -> None:
+    """ValueError unless seed is a NES RNG state (an int in MIN_SEED..MAX_SEED) and level an int in
+    0..MAX_LEVEL (bools refused)."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not MIN_SEED <= seed <= MAX_SEED:
         raise ValueError(f"seed must be an integer in {MIN_SEED}..{MAX_SEED} (the NES RNG state), got {seed!r}")
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= MAX_LEVEL:

@@ -181,6 +181,7 @@ class DrMarioNet(nn.Module):
             raise NotImplementedError(f"head {cfg.head!r}: DrMarioNet has no branch for it")
 
     def forward(self, planes: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
+        """planes float[B, cfg.planes, 8, 16]; legal bool[B, 4, 8, 16] masks the moves (None: none masked)."""
         return self.heads(self.trunk(planes), legal)
 
     def trunk(self, planes: torch.Tensor) -> torch.Tensor:

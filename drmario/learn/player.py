@@ -62,6 +62,9 @@ class Player:
         *,
         legal: np.ndarray | None = None,
     ) -> Prediction:
+        """The network at N positions: cells uint8[N, 8, 16], pills and previews uint8[N, 2] (previews
+        None: zeros, which a network with the design's 18 planes ignores); legal bool[N, 4, 8, 16]
+        masks the moves (None: every slot). Evaluated in chunks of `chunk` positions; float32 out."""
         cells = np.require(cells, np.uint8, ["C", "W"])  # torch.from_numpy needs a writable array
         pills = np.ascontiguousarray(pills, np.uint8)
         n = len(cells)

@@ -163,6 +163,8 @@ class TrainConfig(Settings):
 
 @dataclass
 class TrainResult:
+    """What a training run did (also written to train_result.json)."""
+
     step: int  # steps done
     train: dict[str, float]  # the last train row's loss terms (loss, won, cleared, duration, moves, reg)
     test: dict[str, float]  # the last test row's ({} without a test set)

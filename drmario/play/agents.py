@@ -37,6 +37,9 @@ class Decision(NamedTuple):
 
 
 class Agent(Protocol):
+    """A player: a name (the arena's row label) and `choose`. The arena, self-play, the gate and the
+    command line take any Agent; `drmario.run.agents.make_agent` builds the kit's by name."""
+
     name: str
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:

@@ -99,6 +99,7 @@ def save_games(specs: Sequence[GameSpec], path: str | Path) -> None:
 
 
 def load_games(path: str | Path) -> list[GameSpec]:
+    """The games `save_games` wrote; ValueError naming the file when it holds anything else."""
     try:
         return [GameSpec(*map(int, row)) for row in json.loads(Path(path).read_text())]
     except (ValueError, TypeError) as e:

@@ -90,6 +90,8 @@ def _unpack(flat: np.ndarray) -> Prediction:
 
 
 class Ticket(NamedTuple):
+    """A submitted batch, to `wait` on: its padded size, its buffer slot and its positions."""
+
     bucket: int
     slot: int
     n: int
@@ -210,6 +212,7 @@ class BatchedInference:
         return Ticket(bucket, slot, n)
 
     def wait(self, ticket: Ticket) -> Prediction:
+        """The prediction of a submitted batch (blocks until the device has it)."""
         pending = self._pending.pop((ticket.bucket, ticket.slot))
         if not self.cuda:
             return _unpack(pending)
@@ -219,6 +222,7 @@ class BatchedInference:
         return _unpack(self._buffers[(ticket.bucket, ticket.slot)]["host_out"].numpy()[: ticket.n])
 
     def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
+        """`submit` then `wait`, in pieces of the largest bucket (any N)."""
         step = self.buckets[-1]
         parts = [
             self.wait(self.submit(cells[s : s + step], pills[s : s + step], previews[s : s + step]))
@@ -272,6 +276,8 @@ class RemoteEvaluator:
         self._done: set[int] = set()  # answered slots not yet collected
 
     def submit(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Ticket:
+        """Send N <= capacity positions to the server through this worker's next slot (two slots: at most
+        two requests in flight)."""
         n = len(cells)
         if n > self.capacity:
             raise ValueError(f"submit takes at most {self.capacity} positions, got {n}")
@@ -286,6 +292,7 @@ class RemoteEvaluator:
         return Ticket(0, slot, n)
 
     def wait(self, ticket: Ticket) -> Prediction:
+        """The answer to a submitted request; `RunError` if the server has died."""
         while ticket.slot not in self._done:  # answers may come back in another order than asked
             try:
                 slot = self._answers.recv()
@@ -297,6 +304,7 @@ class RemoteEvaluator:
         return _unpack(self._channels[ticket.slot].out[: ticket.n])
 
     def evaluate(self, cells: np.ndarray, pills: np.ndarray, previews: np.ndarray) -> Prediction:
+        """`submit` then `wait`, in pieces of the capacity (any N)."""
         parts = []
         for s in range(0, len(cells), self.capacity):
             end = s + self.capacity

@@ -20,10 +20,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drmario.files import RunError, append_csv, die_with_parent
 from drmario.play.lockstep import GameSpec
+
+if TYPE_CHECKING:
+    from multiprocessing.context import SpawnContext
 
 PlayShard = Callable[..., dict]
 
@@ -33,7 +36,7 @@ def shard_names(shards: Sequence[Sequence[GameSpec]]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def _spawn():
+def _spawn() -> SpawnContext:
     import multiprocessing
 
     return multiprocessing.get_context("spawn")

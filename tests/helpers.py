@@ -3,6 +3,7 @@ pipeline run's settings and an executed notebook's check for the tests."""
 
 from __future__ import annotations
 
+import re
 import signal
 from collections import deque
 from pathlib import Path
@@ -140,10 +141,15 @@ def ctrl_c_as_in_a_terminal() -> None:
 
 
 def executed_without_errors(path: Path) -> None:
-    """The notebook papermill wrote completed, every code cell ran, and none left an error."""
+    """The notebook papermill wrote completed, every code cell ran, and none left an error or printed
+    a Python warning (noise to its reader, and a deprecation is tomorrow's error: pandas' fillna("-")
+    on a float column was one)."""
     nb = nbformat.read(path, as_version=4)
     assert notebook_completed(path), f"{path.name} did not complete"
-    for cell in nb.cells:
+    for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and cell.source.strip():
             assert cell.execution_count is not None, f"{path.name}: a cell did not run"
             assert not [o for o in cell.outputs if o.output_type == "error"], f"{path.name}: {cell.source[:60]}"
+            streams = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            warnings = re.findall(r"^.*\b\w*Warning: .*$", streams, re.M)
+            assert not warnings, f"{path.name} cell {i}: {warnings}"

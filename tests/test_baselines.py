@@ -302,6 +302,15 @@ def test_dqn_checkpoint_resume_matches_an_uninterrupted_run(tmp_path):
         TDAgent.load(whole.checkpoint)
 
 
+def test_the_dqn_bar_ends_full_when_the_last_step_passes_its_total(tmp_path, capsys):
+    """8 games a step pass 100 steps at 104: the bar ends on 100/100, not on a count past its total
+    (which tqdm shows without a total, as if unfinished)."""
+    result = train_dqn(small_dqn(steps=100, learning_starts=16, log_every=100, progress=True), tmp_path / "bar")
+    assert result.step == 104
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "100/100" in last, last
+
+
 def test_dqn_stops_on_a_non_finite_loss(tmp_path, monkeypatch):
     def broken(q, target, batch, cfg, device):
         return (q.board.bias * float("nan")).sum(), torch.zeros(())

@@ -29,6 +29,7 @@ def test_selfplay_writes_valid_examples_and_replayable_records(tmp_path):
     cfg = sp.SelfPlayConfig(**SETTINGS)
     table = sp.generate(cfg, tmp_path, progress=False)
     assert table.loc["all", "games"] == 6
+    assert "search_kl" not in table and not table.isna().any().any()  # no network: no KL, no NaN column
     records = sp.read_records(tmp_path)
     assert [r.meta["index"] for r in records] == list(range(6))
     assert [(r.seed, r.level) for r in records] == [(s.seed, s.level) for s in cfg.game_specs()]

@@ -471,7 +471,7 @@ def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
     bar = progress_bar(cfg.steps, run.step, "dqn", cfg.progress)
     while run.step < cfg.steps:
         run.act(win)
-        bar.update(len(run.slots))
+        bar.update(min(run.step, cfg.steps) - bar.n)  # the last act may pass steps (envs at a time)
         run.learn(win)
         if run.step >= next_log or run.step >= next_ckpt or run.step >= cfg.steps:
             last = run.log(win)

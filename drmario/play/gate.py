@@ -171,7 +171,10 @@ def compare(
     elif not both.any():  # no pills to weigh: the viruses cleared decide
         cleared = f"clears {new_cleared.mean():.1%} of the viruses against {old_cleared.mean():.1%}"
         promoted = fewer_p >= alpha
-        verdict = "not significantly fewer" if promoted else f"fewer, one-sided p = {fewer_p:.3g} < {alpha:g}"
+        if new_cleared.mean() >= old_cleared.mean():
+            verdict = "no fewer"
+        else:
+            verdict = f"fewer, one-sided p = {fewer_p:.3g} {'>=' if promoted else '<'} {alpha:g}"
         reason = f"wins {wins}, none won by both, so the viruses weigh: {cleared} ({verdict})"
     else:
         promoted, reason = True, f"wins at least as many games ({wins}), not significantly more pills per virus"

@@ -295,7 +295,7 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
     """Per level and overall: games, positions (examples), wins, top outs, stalemates,
     unfinished games, viruses cleared, pills, the pills the expert played in rescues (if any), pills
     per virus, the mean share of each game's level's viruses cleared, and the mean KL(target ||
-    network policy) of the searches (NaN without a network)."""
+    network policy) of the searches (NaN for the games without a network; no column when none had one)."""
     rows = []
     for r in read_records(run_dir):
         rows.append(
@@ -320,6 +320,8 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
     if not table["rescued"].any():  # a run without rescues
         table = table.drop(columns="rescued")
     means = ["cleared_share", "search_kl"]
+    if table["search_kl"].isna().all():  # a run without a network
+        table, means = table.drop(columns="search_kl"), ["cleared_share"]
     df = table.drop(columns=means).groupby("level").sum(numeric_only=True)
     df.loc["all"] = df.sum()
     df["pills_per_virus"] = df["pills"] / df["viruses_cleared"].where(df["viruses_cleared"] > 0)

@@ -317,7 +317,7 @@ def replay_with_search(
 def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
     """One row per self-play round found in run_dir: games, positions, wins, top outs, stalemates,
     viruses cleared, pills per virus, the mean share of each game's viruses cleared, the mean
-    KL(target || prior) (NaN for the expert, which has no prior),
+    KL(target || prior) (NaN for the expert, which has no prior; no column if no round had one),
     the search that played it (and whose targets it learns, unless the expert labelled its positions)."""
     import pandas as pd
 
@@ -341,7 +341,7 @@ def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame()
     df = pd.DataFrame(rows).set_index("round")
     counts = [c for c in df.columns if c not in ("pills_per_virus", "cleared_share", "search_kl", "search", "network")]
-    return df.astype({c: int for c in counts})
+    return df.fillna({c: 0 for c in counts}).astype({c: int for c in counts})  # a round without rescues: 0
 
 
 def earlier_results(

@@ -109,8 +109,10 @@ def test_a_gate_with_no_game_both_won_weighs_the_viruses_cleared():
     result = compare(records([False] * 9 + [True], [30] * 10), old)
     assert result.promoted and result.both_won == 0 and np.isnan(result.ppv_diff)
     assert result.reason == (
-        "wins 1 against 0, none won by both, so the viruses weigh: clears 55.0% of the viruses against 50.0% (no fewer)"
+        "wins 1 against 0, none won by both, so the viruses weigh: clears 55.0% of the viruses against 50.0% "
+        f"(no fewer, one-sided p = {result.cleared_fewer_p:.3g} >= 0.05)"
     )
+    assert result.cleared_fewer_p == 1  # the one game that differs clears more
     assert (result.new_cleared, result.old_cleared) == pytest.approx((0.55, 0.5))
     rng = np.random.default_rng(3)
     base = rng.integers(20, 60, 30)

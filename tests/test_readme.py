@@ -57,7 +57,7 @@ def test_only_the_numba_kernels_go_without_types():
             params = [a for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg not in ("self", "cls")]
             params += [a for a in (args.vararg, args.kwarg) if a is not None]
             typed = node.returns is not None or any(a.annotation is not None for a in params)
-            compiled = any("jit" in ast.unparse(d) for d in node.decorator_list)
+            compiled = any("njit" in ast.unparse(d) for d in node.decorator_list)
             if not typed and not compiled:
                 untyped.append(f"{path.relative_to(README.parent)}:{node.lineno} {node.name}")
     assert untyped == []

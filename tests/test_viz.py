@@ -441,6 +441,9 @@ def test_every_plot_is_labelled(tmp_path):
     ppv = [a for a in fig.axes if a.get_visible()][2]
     hollow = [line for line in ppv.lines if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
     assert [list(line.get_xdata()) for line in hollow] == [[10]]
+    assert "no point: no virus cleared" not in legend_texts(fig)
+    arena.loc[(arena["agent"] == "random") & (arena["level"] == 10), "pills_per_virus"] = np.nan  # cleared none
+    assert legend_texts(viz.plot_arena(arena, "pills_per_virus")).count("no point: no virus cleared") == 1
 
     rng = np.random.default_rng(1)
     p = rng.uniform(0, 30, 300)

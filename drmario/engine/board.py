@@ -23,7 +23,7 @@ class Colour(IntEnum):
 
     @property
     def letter(self) -> str:
-        """The colour's letter in the maryodel formats: r, y or b."""
+        """The colour's letter for people (r, y or b; the maryodel letters are others: RULES.md)."""
         return "ryb"[self - 1]
 
 

@@ -9,7 +9,8 @@ import torch
 
 def resolve_device(name: str) -> torch.device:
     """The torch device a setting names; auto is this process's CUDA GPU (LOCAL_RANK's under
-    torchrun) when there is one, else the CPU. `device_problem` checks the name first."""
+    torchrun) when there is one, else the CPU. It does not check that the device is here: callers
+    ask `device_problem` first."""
     if name == "auto":
         name = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu"
     return torch.device(name)

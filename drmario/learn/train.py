@@ -163,7 +163,7 @@ class TrainConfig(Settings):
 
 @dataclass
 class TrainResult:
-    """What a training run did (also written to train_result.json)."""
+    """What a training run did (`train` command and 02 save it as train_result.json)."""
 
     step: int  # steps done
     train: dict[str, float]  # the last train row's loss terms (loss, won, cleared, duration, moves, reg)

@@ -171,10 +171,8 @@ def compare(
     elif not both.any():  # no pills to weigh: the viruses cleared decide
         cleared = f"clears {new_cleared.mean():.1%} of the viruses against {old_cleared.mean():.1%}"
         promoted = fewer_p >= alpha
-        if new_cleared.mean() >= old_cleared.mean():
-            verdict = "no fewer"
-        else:
-            verdict = f"fewer, one-sided p = {fewer_p:.3g} {'>=' if promoted else '<'} {alpha:g}"
+        fewer = "fewer" if new_cleared.mean() < old_cleared.mean() else "no fewer"
+        verdict = f"{fewer}, one-sided p = {fewer_p:.3g} {'>=' if promoted else '<'} {alpha:g}"
         reason = f"wins {wins}, none won by both, so the viruses weigh: {cleared} ({verdict})"
     else:
         promoted, reason = True, f"wins at least as many games ({wins}), not significantly more pills per virus"

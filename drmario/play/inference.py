@@ -90,7 +90,8 @@ def _unpack(flat: np.ndarray) -> Prediction:
 
 
 class Ticket(NamedTuple):
-    """A submitted batch, to `wait` on: its padded size, its buffer slot and its positions."""
+    """A submitted batch, to `wait` on: bucket, its padded size (0 from `RemoteEvaluator`), its
+    buffer slot, and n, how many positions it holds."""
 
     bucket: int
     slot: int
@@ -325,7 +326,7 @@ def _serve(
     answers: Sequence[Connection],
     shm_names: Sequence[Sequence[str]],
     capacity: int,
-    log: mp.Queue,
+    log: mp.Queue | None,
     parent: int | None = None,
 ) -> None:
     """The inference process: merge pending requests into one batch, evaluate, answer each."""

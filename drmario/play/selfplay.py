@@ -319,9 +319,9 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if not table["rescued"].any():  # a run without rescues
         table = table.drop(columns="rescued")
-    means = ["cleared_share", "search_kl"]
     if table["search_kl"].isna().all():  # a run without a network
-        table, means = table.drop(columns="search_kl"), ["cleared_share"]
+        table = table.drop(columns="search_kl")
+    means = [c for c in ("cleared_share", "search_kl") if c in table]
     df = table.drop(columns=means).groupby("level").sum(numeric_only=True)
     df.loc["all"] = df.sum()
     df["pills_per_virus"] = df["pills"] / df["viruses_cleared"].where(df["viruses_cleared"] > 0)

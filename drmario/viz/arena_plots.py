@@ -70,7 +70,8 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]
     what else it drew. On rates each agent sits a little to the side at a level (ties at 0% or 100%
     would hide each other), with the win rate's Wilson intervals as error bars (bands of several
     agents would merge into one block). Pills per virus where the agent won no game are hollow: a
-    player that tops out early uses few pills for the few viruses it clears."""
+    player that tops out early uses few pills for the few viruses it clears; where it cleared none
+    there is no point, and the legend says so."""
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
     banded = name == "win_rate" and {"ci_low", "ci_high"} <= set(df.columns)
@@ -78,7 +79,7 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]
     gap = float(np.diff(levels_all).min()) if len(levels_all) > 1 else 1.0
     # agents side by side within half a level step: rates often tie (0%, 100%) and would hide each other
     dodge = 0.5 * gap / max(len(agents), 1) if name in RATES else 0.0
-    hollow, styles = False, _agent_styles(agents)
+    hollow, unplotted, styles = False, False, _agent_styles(agents)
     for k, agent in enumerate(agents):
         rows = df[df["agent"] == agent].sort_values("level")
         levels, values = rows["level"].to_numpy(float), rows[name].to_numpy(float)
@@ -89,6 +90,8 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]
             lost = rows["wins"].to_numpy() == 0
             a.plot(levels[lost], values[lost], "o", ms=4, mfc="white", ls="", color=style["color"], zorder=3)
             hollow = hollow or bool(lost.any())
+        if name == "pills_per_virus":
+            unplotted = unplotted or bool(np.isnan(values).any())
         if banded:
             low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
             err = np.clip([values - low, high - values], 0, None)
@@ -106,13 +109,24 @@ def _draw_arena(a: Axes, df: pd.DataFrame, name: str, agents: list) -> list[Any]
     a.set_ylabel(METRIC_AXES.get(name, name.replace("_", " ")))
     a.set_title(METRIC_LABELS.get(name, name.replace("_", " ")))
     a.grid(alpha=0.3)
-    return [_band_handle()] * banded + [_hollow_handle()] * hollow
+    return (
+        [_band_handle()] * banded
+        + [_hollow_handle()] * hollow
+        + [_note_handle("no point: no virus cleared")] * unplotted
+    )
 
 
 def _band_handle(label: str = "Wilson 95% interval") -> Any:
     from matplotlib.lines import Line2D
 
     return Line2D([], [], color="grey", marker="|", ms=12, mew=1.2, ls="", alpha=0.6, label=label)
+
+
+def _note_handle(label: str) -> Any:
+    """A legend entry that is only text."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], ls="", label=label)
 
 
 def _hollow_handle() -> Any:

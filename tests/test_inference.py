@@ -105,6 +105,25 @@ def test_pipelined_halves_play_the_same_games_as_lockstep():
     assert [r.outcome for r in piped] == [r.outcome for r in lockstep]
 
 
+def test_pipelined_halves_keep_playout_cap_randomisation():
+    """The overlapped path runs the full and the fast searches in turn: same games, same recorded
+    decisions as lockstep."""
+    cfg = SearchConfig(mode="gumbel", simulations=6)
+    specs = [GameSpec(i, 300 + i, level) for i, level in enumerate([0, 2, 4, 6, 1])]
+
+    def play(evaluator):
+        agent = SearchAgent(cfg, evaluator, full_share=0.4, fast_simulations=1)
+        recorded = []
+        records = play_lockstep(
+            agent, specs, lockstep=4, max_pills=30, on_finish=lambda r, d: recorded.append([x.recorded for x in d])
+        )
+        return [r.moves for r in records], recorded
+
+    (moves, recorded), (piped_moves, piped_recorded) = play(RolloutEvaluator(seed=4)), play(AsyncRollouts(seed=4))
+    assert piped_moves == moves and piped_recorded == recorded
+    assert 0 < sum(map(sum, recorded)) < sum(map(len, recorded))
+
+
 def test_inference_server_answers_workers_through_shared_memory():
     net = tiny_net(1)
     cells, pills, previews = some_positions(10)

@@ -230,6 +230,43 @@ def test_rescued_stretches_are_the_experts_moves_and_targets(tmp_path):
         sp.SelfPlayConfig(stall_limit=40, rescue_after=40)
 
 
+def test_playout_cap_randomisation_writes_only_the_full_searches(tmp_path):
+    """full_search_share 0.4: each decision is searched in full (6 simulations) or fast (1, its
+    best move played) as its seed draws, and only the full searches become examples, with the value
+    targets of the whole game."""
+    from drmario.play.lockstep import decision_seed
+
+    cfg = sp.SelfPlayConfig(**{**SETTINGS, "games": 4, "full_search_share": 0.4, "fast_simulations": 1})
+    table = sp.generate(cfg, tmp_path, progress=False)
+    agent = sp.make_agent(cfg)
+    records = sp.read_records(tmp_path)
+    examples = [ex for path in sorted((tmp_path / "examples").glob("*.gz")) for ex in read_examples(path)[0]]
+    written = 0
+    for record in records:
+        n = record.pills_used
+        full = [i for i in range(n) if agent.is_full(decision_seed(cfg.seed, record.meta["index"], i))]
+        mine = examples[written : written + len(full)]
+        assert record.meta["recorded"] == len(full) and [n - ex.duration for ex in mine] == full
+        steps = list(record.steps())
+        assert [ex.board for ex in mine] == [steps[i][0].board for i in full]
+        written += len(full)
+    assert written == len(examples) == table.loc["all", "positions"]
+    assert 0.2 < written / table.loc["all", "pills"] < 0.6
+    fast = agent.fast  # fewer simulations, no root noise
+    assert fast.mode == "round0" and fast.simulations == 1 and fast.gumbel.noise == fast.puct.dirichlet_fraction == 0
+    position = sp.Position.of(steps[0][0])
+    seeds = range(40)
+    results = agent.search([position] * 40, seeds)
+    assert [r.simulations for r in results] == [6 if agent.is_full(s) else 1 for s in seeds]
+    decisions = [agent.decide(r, s, 0) for r, s in zip(results, seeds)]
+    assert [d.recorded for d in decisions] == [agent.is_full(s) for s in seeds]
+    assert all(d.move == d.search.best for d in decisions if not d.recorded)
+    with pytest.raises(ValueError, match="fast_simulations = 6"):
+        sp.SelfPlayConfig(**{**SETTINGS, "full_search_share": 0.5, "fast_simulations": 6})
+    with pytest.raises(ValueError, match="no simulations to cap"):
+        sp.SelfPlayConfig(search=SearchConfig(mode="expert"), full_search_share=0.5)
+
+
 def test_shard_names_are_read_by_number_past_six_digits(tmp_path):
     from drmario.play.shards import shard_first, shard_path
 

@@ -227,14 +227,15 @@ def check_examples(examples: Sequence[Example], where: Callable[[int], str]) -> 
 # Examples from games
 
 
-def game_examples(record: GameRecord, targets: Sequence[np.ndarray], *, stalemate_won: int = 1) -> list[Example]:
-    """One example per decision of a finished game.
+def game_examples(record: GameRecord, targets: Sequence[np.ndarray | None], *, stalemate_won: int = 1) -> list[Example]:
+    """One example per decision of a finished game, but for the decisions whose target is None.
 
     targets[i]: float[4, 8, 16], the moves target of decision i (same-colour pills are symmetrized
-    here). won comes from the outcome (`won_target`), cleared and duration count from the decision
-    (included) to the end; the preview is the game's next pill at each decision. Raises ValueError
-    for an unfinished game, a wrong number of targets, a record that does not replay to its outcome,
-    or a target that breaks the format.
+    here), or None: no example for it (a fast search under playout cap randomisation). won comes
+    from the outcome (`won_target`), cleared and duration count from the decision (included) to the
+    end; the preview is the game's next pill at each decision. Raises ValueError for an unfinished
+    game, a wrong number of targets, a record that does not replay to its outcome, or a target that
+    breaks the format.
     """
     where = f"game seed={record.seed} level={record.level}"
     if record.outcome is None:
@@ -254,19 +255,13 @@ def game_examples(record: GameRecord, targets: Sequence[np.ndarray], *, stalemat
                 f"{where}: replay ends {ended} with {int(viruses.sum())} viruses cleared, but the record says "
                 f"{record.outcome} with {record.viruses_cleared}"
             )
-    examples = [
-        Example(
-            game.board,
-            game.pill,
-            won,
-            int(cleared[i]),
-            n - i,
-            symmetrize(np.asarray(targets[i], np.float32), game.pill.same_colour),
-            game.next_pill,
-        )
-        for i, (game, _, _) in enumerate(steps)
-    ]
-    check_examples(examples, lambda i: f"{where}: decision {i}")
+    kept = [i for i in range(n) if targets[i] is not None]
+    examples = []
+    for i in kept:
+        game = steps[i][0]
+        target = symmetrize(np.asarray(targets[i], np.float32), game.pill.same_colour)
+        examples.append(Example(game.board, game.pill, won, int(cleared[i]), n - i, target, game.next_pill))
+    check_examples(examples, lambda j: f"{where}: decision {kept[j]}")
     return examples
 
 

@@ -9,6 +9,7 @@ every agent chooses among the reachable moves (`core.legal_moves_of`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.search.config import SearchConfig
-from drmario.search.core import Evaluator, Position, SearchResult, legal_mask_of, legal_moves_of
+from drmario.search.core import Evaluator, Position, SearchResult, Steps, legal_mask_of, legal_moves_of
 from drmario.search.heuristics import greedy_move, greedy_pick
 
 # The networks' number formats in play (`drmario.learn.device.resolve_dtype`): auto is bfloat16 on CUDA,
@@ -25,10 +26,13 @@ PlayDtype = Literal["auto", "float32", "bfloat16"]
 
 
 class Decision(NamedTuple):
-    """A move, and the search that chose it (None for agents that do not search)."""
+    """A move, and the search that chose it (None for agents that do not search). recorded: False
+    for a fast search's move under playout cap randomisation (`SearchAgent`), which self-play does
+    not write as a training example."""
 
     move: Move
     search: SearchResult | None = None
+    recorded: bool = True
 
     @property
     def target(self) -> np.ndarray | None:
@@ -90,6 +94,13 @@ class SearchAgent:
     `epsilon` a move is a uniformly random legal one (the decision keeps the search's target, so
     the examples teach the search's choice in positions the search would not have reached, and the
     outcomes show what a bad placement leads to). Otherwise the search's best.
+
+    Playout cap randomisation (KataGo; Wu 2019, section 3.1): with `fast_simulations` set, a
+    decision is searched in full (`config.simulations`) with probability `full_share`, drawn from
+    its seed, and otherwise with `fast_simulations` and no exploration (no root noise, no
+    temperature, no epsilon: the fast search's best move). Only full searches are recorded
+    (`Decision.recorded`): self-play writes their examples alone, so a game costs fewer simulations
+    and more games, each with its own outcome, fit in the same time.
     """
 
     def __init__(
@@ -101,15 +112,50 @@ class SearchAgent:
         temperature_moves: int = 0,
         epsilon: float = 0.0,
         name: str | None = None,
+        full_share: float = 1.0,
+        fast_simulations: int | None = None,
     ) -> None:
         if config.needs_network and evaluator is None:
             raise ValueError(f"search mode {config.mode!r} needs an evaluator (a network)")
+        if not 0 < full_share <= 1:
+            raise ValueError(f"full_share must be in (0, 1], got {full_share}")
         self.config, self.evaluator = config, evaluator
         self.temperature, self.temperature_moves, self.epsilon = temperature, temperature_moves, epsilon
         self.name = name or f"search-{config.mode}"
+        self.full_share, self.fast = full_share, None
+        if fast_simulations is not None and full_share < 1:
+            if config.mode == "expert":
+                raise ValueError("fast_simulations: the expert's search has no simulations to cap")
+            gumbel, puct = replace(config.gumbel, noise=0.0), replace(config.puct, dirichlet_fraction=0.0)
+            self.fast = replace(config, simulations=fast_simulations, gumbel=gumbel, puct=puct)
+
+    def is_full(self, seed: int) -> bool:
+        """Whether the decision of this seed is searched in full (always, without a fast search)."""
+        return self.fast is None or bool(np.random.default_rng([seed, 3]).random() < self.full_share)
+
+    def _groups(self, seeds: Sequence[int]) -> list[tuple[SearchConfig, list[int]]]:
+        """The searches to run and the positions (indices) each one searches."""
+        full = [self.is_full(s) for s in seeds]
+        groups = [(self.config, [i for i, f in enumerate(full) if f])]
+        if self.fast is not None:
+            groups.append((self.fast, [i for i, f in enumerate(full) if not f]))
+        return [(config, idx) for config, idx in groups if idx]
 
     def search(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[SearchResult]:
-        return self.config.run(positions, seeds, self.evaluator)
+        out: list[SearchResult | None] = [None] * len(positions)
+        for config, idx in self._groups(seeds):
+            for i, r in zip(idx, config.run([positions[i] for i in idx], [seeds[i] for i in idx], self.evaluator)):
+                out[i] = r
+        return out  # type: ignore[return-value]  # (every slot filled above)
+
+    def steps(self, positions: Sequence[Position], seeds: Sequence[int]) -> Steps:
+        """The network search of these positions as `core.Steps` (the full and the fast one in turn)."""
+        out: list[SearchResult | None] = [None] * len(positions)
+        for config, idx in self._groups(seeds):
+            results = yield from config.steps([positions[i] for i in idx], [seeds[i] for i in idx])
+            for i, r in zip(idx, results):
+                out[i] = r
+        return out  # type: ignore[return-value]  # (every slot filled above)
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         results = self.search(positions, seeds)
@@ -117,7 +163,10 @@ class SearchAgent:
 
     def decide(self, result: SearchResult, seed: int, pills_used: int) -> Decision:
         """The move of a finished search: random with probability epsilon, sampled from the target
-        sharpened by 1 / temperature early in a game, else the search's best."""
+        sharpened by 1 / temperature early in a game, else the search's best (always a fast search's,
+        not recorded)."""
+        if not self.is_full(seed):
+            return Decision(result.best, result, recorded=False)
         move = result.best
         rng = np.random.default_rng([seed, 2])
         if self.epsilon > 0 and rng.random() < self.epsilon:

@@ -175,7 +175,7 @@ def _play_overlapped(agent: SearchAgent, device: AsyncEvaluator, halves: list[Ga
         live = [i for i, h in enumerate(halves) if h.running()]
         positions = {i: halves[i].positions() for i in live}
         seeds = {i: halves[i].seeds() for i in live}
-        searches: dict[int, Steps] = {i: agent.config.steps(positions[i], seeds[i]) for i in live}
+        searches: dict[int, Steps] = {i: agent.steps(positions[i], seeds[i]) for i in live}
         tickets = {i: device.submit(*next(searches[i])) for i in live}
         results = {}
         while tickets:

@@ -14,6 +14,13 @@ cannot finish still ends, and the expert's way out is in the examples; a record 
 in its meta ``rescued``. A game's record keeps in its meta ``search_kl``, the mean KL(target ||
 network policy) over its decisions: how far the search moved from the network (near 0: the search
 added nothing).
+
+With ``full_search_share`` below 1 (playout cap randomisation, KataGo's: Wu 2019, section 3.1)
+only that share of decisions is searched in full and written as examples; the rest are searched
+with ``fast_simulations`` and no exploration (`agents.SearchAgent`), and neither labelled nor
+written. A game then costs fewer simulations (and, with the expert's labels, fewer labels), so the
+same time plays more games, each with its own outcome for the value targets. A record keeps in its
+meta ``recorded``, the decisions written.
 """
 
 from __future__ import annotations
@@ -83,6 +90,16 @@ class SelfPlayConfig(Settings):
     labels: Literal["search", "expert"] = setting(
         "search", "each example's moves target: the search's, or the expert's at the same position (DAgger)"
     )
+    full_search_share: float = setting(
+        1.0,
+        "playout cap randomisation (KataGo): the share of decisions searched in full and written as examples; the "
+        "others are searched with fast_simulations and no exploration, and are not written (1: every decision)",
+        gt=0,
+        le=1,
+    )
+    fast_simulations: int = setting(
+        2, "simulations of the fast searches, with full_search_share below 1", ge=0, le=10**6
+    )
     rescue_after: int | None = setting(
         None,
         "after this many pills that clear no virus the expert plays on until one is cleared, its moves the targets "
@@ -98,6 +115,15 @@ class SelfPlayConfig(Settings):
             problems.append("levels = []: expected at least one level")
         if self.search.needs_network and not self.network:
             problems.append(f"network = None: search mode {self.search.mode!r} needs a network checkpoint")
+        if self.full_search_share < 1 and self.search.mode == "expert":
+            problems.append(
+                f"full_search_share = {self.full_search_share}: the expert's search has no simulations to cap"
+            )
+        elif self.full_search_share < 1 and self.fast_simulations >= self.search.simulations:
+            problems.append(
+                f"fast_simulations = {self.fast_simulations}: expected fewer than the full search's "
+                f"{self.search.simulations}"
+            )
         if self.inference == "server" and not self.search.needs_network:
             problems.append("inference = 'server': needs a search with a network")
         if self.rescue_after is not None and self.stall_limit is not None and self.rescue_after >= self.stall_limit:
@@ -140,7 +166,13 @@ def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Agent
         else:
             evaluator = load_player(cfg.network, device=device, dtype=dtype)
     agent = SearchAgent(
-        cfg.search, evaluator, temperature=cfg.temperature, temperature_moves=cfg.temperature_moves, epsilon=cfg.epsilon
+        cfg.search,
+        evaluator,
+        temperature=cfg.temperature,
+        temperature_moves=cfg.temperature_moves,
+        epsilon=cfg.epsilon,
+        full_share=cfg.full_search_share,
+        fast_simulations=cfg.fast_simulations,
     )
     if cfg.rescue_after is None:
         return agent
@@ -150,18 +182,23 @@ def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Agent
 
 def _targets(
     record: GameRecord, decisions: list[Decision], labels: str, seed: int, expert: ExpertSettings
-) -> list[np.ndarray]:
+) -> list[np.ndarray | None]:
     """The moves targets of a finished game's decisions: the search's, or the expert's (with the
-    run's expert settings) at the same positions."""
+    run's expert settings) at the same positions; None for a decision not recorded."""
     if labels == "search":
-        return [d.target for d in decisions]  # type: ignore[misc]  # (a search agent's decisions)
-    positions = [Position.of(game) for game, _, _ in record.steps()]
-    seeds = [seed + i for i in range(len(positions))]
-    return [r.target for r in expert_search(positions, seeds, **expert.to_dict())]
+        return [d.target if d.recorded else None for d in decisions]
+    recorded = [i for i, d in enumerate(decisions) if d.recorded]
+    steps = list(record.steps())
+    positions = [Position.of(steps[i][0]) for i in recorded]
+    labelled = expert_search(positions, [seed + i for i in recorded], **expert.to_dict())
+    targets: list[np.ndarray | None] = [None] * len(decisions)
+    for i, r in zip(recorded, labelled):
+        targets[i] = r.target
+    return targets
 
 
 def _mean_kl(decisions: list[Decision]) -> float | None:
-    kls = [d.search.kl() for d in decisions if d.search is not None and d.search.visits.any()]
+    kls = [d.search.kl() for d in decisions if d.recorded and d.search is not None and d.search.visits.any()]
     return round(float(np.mean(kls)), 5) if kls else None
 
 
@@ -187,6 +224,8 @@ def play_shard(
         kl = _mean_kl(decisions) if cfg.search.needs_network else None  # (a network's KL only)
         if kl is not None:
             record.meta["search_kl"] = kl
+        if cfg.full_search_share < 1:
+            record.meta["recorded"] = sum(d.recorded for d in decisions)
         if cfg.rescue_after is not None:
             record.meta["rescued"] = sum(game.stall >= cfg.rescue_after for game, _, _ in record.steps())
         examples = []
@@ -302,7 +341,7 @@ def summary(run_dir: str | Path) -> pd.DataFrame:
             {
                 "level": r.level,
                 "games": 1,
-                "positions": r.pills_used if r.outcome else 0,
+                "positions": r.meta.get("recorded", r.pills_used) if r.outcome else 0,
                 "wins": r.outcome == "won",
                 "topped_out": r.outcome == "topped_out",
                 "stalemates": r.outcome == "stalemate",

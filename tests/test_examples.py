@@ -87,6 +87,18 @@ def test_game_examples_validate_and_count_down(games):
     assert {"topped_out", "stalemate"} <= outcomes
 
 
+def test_game_examples_skip_the_decisions_without_a_target():
+    """A None target (a fast search under playout cap randomisation): no example, and the others
+    keep the whole game's counts."""
+    record, targets = play_random(4321, 10, rng_seed=2)
+    every = game_examples(record, targets)
+    kept = [i for i in range(len(targets)) if i % 3 == 1]
+    some = game_examples(record, [t if i in kept else None for i, t in enumerate(targets)])
+    assert [(ex.duration, ex.cleared, ex.board) for ex in some] == [
+        (every[i].duration, every[i].cleared, every[i].board) for i in kept
+    ]
+
+
 def test_won_targets():
     assert won_target("won") == 1 and won_target("topped_out") == -1 and won_target("stalemate") == 1
     assert won_target(dm.Outcome.STALEMATE, stalemate_won=-1) == -1
@@ -108,6 +120,9 @@ def test_game_examples_errors():
         game_examples(record, targets[:-1])
     bad = [t.copy() for t in targets]
     bad[2] = bad[2] * 2
+    with pytest.raises(ExampleError, match="decision 2: moves: probabilities sum to 2"):
+        game_examples(record, bad)
+    bad[0] = bad[1] = None  # decisions without an example: the error still names the decision
     with pytest.raises(ExampleError, match="decision 2: moves: probabilities sum to 2"):
         game_examples(record, bad)
     # same-colour targets given on r only are symmetrized

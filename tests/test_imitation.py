@@ -9,7 +9,7 @@ from drmario.learn.checkpoint import load_net
 from drmario.learn.dataset import augment_colours, load_examples
 from drmario.learn.net import NetConfig
 from drmario.learn.player import Player
-from drmario.learn.train import TrainConfig, move_agreement, train
+from drmario.learn.train import TrainConfig, move_agreement, move_scores, train
 from drmario.play.selfplay import SelfPlayConfig, generate
 from drmario.search import SearchConfig
 
@@ -34,3 +34,8 @@ def test_a_conv_head_imitates_the_expert_on_games_it_never_saw(tmp_path):
     # measured: 0.26 held out after 300 steps, where a uniform guess picks a best move 0.024 of the time
     assert agreement > max(0.15, 5 * chance), (agreement, chance)
     assert np.isfinite(cross_entropy)
+    # per example, in chunks that do not divide the examples (a batch's float sums may differ in the last bits)
+    hits, per_example = move_scores(player, held_out, chunk=100)
+    assert len(hits) == len(per_example) == len(held_out) and len(held_out) % 100
+    assert abs(hits.mean() - agreement) < 0.01 and (per_example >= 0).all()
+    assert np.isclose(per_example.mean(), cross_entropy, rtol=1e-3)

@@ -249,22 +249,52 @@ def test_playout_cap_randomisation_writes_only_the_full_searches(tmp_path):
         assert record.meta["recorded"] == len(full) and [n - ex.duration for ex in mine] == full
         steps = list(record.steps())
         assert [ex.board for ex in mine] == [steps[i][0].board for i in full]
+        cleared = [sum(result.viruses_cleared for _, _, result in steps[i:]) for i in full]
+        assert [ex.cleared for ex in mine] == cleared  # the whole game's value targets
         written += len(full)
     assert written == len(examples) == table.loc["all", "positions"]
     assert 0.2 < written / table.loc["all", "pills"] < 0.6
     fast = agent.fast  # fewer simulations, no root noise
     assert fast.mode == "round0" and fast.simulations == 1 and fast.gumbel.noise == fast.puct.dirichlet_fraction == 0
-    position = sp.Position.of(steps[0][0])
+    position = sp.Position.of(next(records[0].steps())[0])
     seeds = range(40)
     results = agent.search([position] * 40, seeds)
     assert [r.simulations for r in results] == [6 if agent.is_full(s) else 1 for s in seeds]
-    decisions = [agent.decide(r, s, 0) for r, s in zip(results, seeds)]
+    explorer = sp.make_agent(cfg.replace(epsilon=1.0))  # every full search's move at random
+    decisions = [explorer.decide(r, s, 0) for r, s in zip(results, seeds)]
     assert [d.recorded for d in decisions] == [agent.is_full(s) for s in seeds]
-    assert all(d.move == d.search.best for d in decisions if not d.recorded)
+    assert all(d.move == d.search.best for d in decisions if not d.recorded)  # no exploration when fast
+    assert any(d.move != d.search.best for d in decisions if d.recorded)
+    full_kl = np.mean([d.search.kl() for d in decisions if d.recorded])  # a game's search_kl: full searches only
+    assert (
+        sp._mean_kl(decisions)
+        == round(float(full_kl), 5)
+        != round(float(np.mean([d.search.kl() for d in decisions])), 5)
+    )
+    with pytest.raises(ValueError, match="needs fast_simulations in"):
+        sp.SearchAgent(SETTINGS["search"], full_share=0.5)
     with pytest.raises(ValueError, match="fast_simulations = 6"):
         sp.SelfPlayConfig(**{**SETTINGS, "full_search_share": 0.5, "fast_simulations": 6})
     with pytest.raises(ValueError, match="no simulations to cap"):
         sp.SelfPlayConfig(search=SearchConfig(mode="expert"), full_search_share=0.5)
+
+
+def test_expert_labels_only_the_full_searches(tmp_path):
+    """labels = expert with full_search_share 0.5: the expert labels the recorded decisions alone,
+    with the targets it gives those positions."""
+    from drmario.search import expert_search
+
+    settings = {**SETTINGS, "games": 2, "labels": "expert", "full_search_share": 0.5, "fast_simulations": 1}
+    sp.generate(sp.SelfPlayConfig(**settings), tmp_path, progress=False)
+    [record, *_] = sp.read_records(tmp_path)
+    examples, _ = read_examples(next((tmp_path / "examples").glob("*.gz")))
+    examples = examples[: record.meta["recorded"]]
+    steps = list(record.steps())
+    full = [record.pills_used - ex.duration for ex in examples]
+    assert 0 < len(full) < len(steps)
+    positions = [sp.Position.of(steps[i][0]) for i in full]
+    for ex, result in zip(examples, expert_search(positions, full)):
+        assert set(map(tuple, np.argwhere(ex.moves))) == set(map(tuple, np.argwhere(result.target)))
 
 
 def test_shard_names_are_read_by_number_past_six_digits(tmp_path):

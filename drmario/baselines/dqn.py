@@ -475,7 +475,8 @@ def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
         run.learn(win)
         if run.step >= next_log or run.step >= next_ckpt or run.step >= cfg.steps:
             last = run.log(win)
-            bar.set_postfix(loss=f"{last['loss']:.3g}", cleared=f"{last['cleared_share']:.0%}")
+            share = last["cleared_share"]  # NaN while no game has ended in this window
+            bar.set_postfix(loss=f"{last['loss']:.3g}", cleared=f"{share:.0%}" if np.isfinite(share) else "-")
             next_log = next_multiple(run.step, cfg.log_every)
             if win.losses and not np.isfinite(last["loss"]):
                 stopped = f"step {run.step}: non-finite loss; training stopped; the last checkpoint is {path}"

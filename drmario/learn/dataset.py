@@ -270,8 +270,9 @@ def empty_set() -> ExampleSet:
 
 def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:
     """For every example, the index of the example n decisions later in the same game (its
-    duration n smaller), or -1 where the game ends first. Decisions of one game count their
-    duration down by one pill each."""
+    duration n smaller), or -1 where the game ends first or that decision is not an example (a
+    self-play run with playout cap randomisation writes only some). Decisions of one game count
+    their duration down by one pill each."""
     key = game.astype(np.int64) * 100_000 + duration.astype(np.int64)
     order = np.argsort(key, kind="stable")
     want = key - n

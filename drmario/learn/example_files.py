@@ -141,7 +141,8 @@ def infer_games(duration: np.ndarray, lines: np.ndarray | None = None) -> np.nda
     where duration is not the previous example's duration minus the line gap (1 for consecutive
     lines). Examples of one game written in order count down to 1, so this finds the boundaries
     of whole games; it cannot split two games whose durations happen to continue each other
-    (impossible when each game ends at duration 1 and the next starts at >= 1)."""
+    (impossible when each game ends at duration 1 and the next starts at >= 1). Games written with
+    gaps (playout cap randomisation skips decisions) come apart here: such files need their sidecar."""
     duration = np.asarray(duration, np.int64)
     lines = np.arange(len(duration)) if lines is None else np.asarray(lines, np.int64)
     starts = np.ones(len(duration), bool)

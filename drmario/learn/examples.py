@@ -228,7 +228,7 @@ def check_examples(examples: Sequence[Example], where: Callable[[int], str]) -> 
 
 
 def game_examples(record: GameRecord, targets: Sequence[np.ndarray | None], *, stalemate_won: int = 1) -> list[Example]:
-    """One example per decision of a finished game, but for the decisions whose target is None.
+    """One example per decision of a finished game, except the decisions whose target is None.
 
     targets[i]: float[4, 8, 16], the moves target of decision i (same-colour pills are symmetrized
     here), or None: no example for it (a fast search under playout cap randomisation). won comes

@@ -670,18 +670,28 @@ def held_out_examples(cfg: TrainConfig) -> ExampleSet:
     return load_examples(cfg.data, augment=cfg.augment, progress=False).split_by_game(cfg.test_fraction, cfg.seed)[1]
 
 
-def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[float, float]:
-    """How well a network imitates the targets of examples: (the share of positions where its most
-    probable legal move carries target mass, i.e. is one of the teacher's chosen moves; the mean
-    cross-entropy of the targets under its moves output, in nats)."""
-    hits, cross_entropy, n = 0, 0.0, len(examples)
+def move_scores(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Per example: (bool[N] whether the network's most probable legal move carries target mass, i.e.
+    is one of the teacher's chosen moves; float64[N] the cross-entropy of the target under its moves
+    output, in nats)."""
+    n = len(examples)
+    hits, cross_entropy = np.zeros(n, bool), np.zeros(n, np.float64)
     for start in range(0, n, chunk):
-        part = examples.subset(np.arange(start, min(start + chunk, n)))
+        rows = np.arange(start, min(start + chunk, n))
+        part = examples.subset(rows)
         target = part.dense_moves().reshape(len(part), -1)
         moves = player.evaluate(part.cells, part.pills, part.previews, legal=part.legal()).moves.reshape(len(part), -1)
-        hits += int((target[np.arange(len(part)), moves.argmax(axis=1)] > 0).sum())
-        cross_entropy += float(-(target * np.log(np.maximum(moves, 1e-12))).sum())
-    return hits / max(n, 1), cross_entropy / max(n, 1)
+        hits[rows] = target[np.arange(len(part)), moves.argmax(axis=1)] > 0
+        cross_entropy[rows] = -(target * np.log(np.maximum(moves, 1e-12))).sum(axis=1)
+    return hits, cross_entropy
+
+
+def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[float, float]:
+    """How well a network imitates the targets of examples: the means of `move_scores` (the share of
+    positions where its most probable legal move is one of the teacher's chosen moves; the mean
+    cross-entropy of the targets, in nats); (0, 0) without examples."""
+    hits, cross_entropy = move_scores(player, examples, chunk)
+    return (float(hits.mean()), float(cross_entropy.mean())) if len(examples) else (0.0, 0.0)
 
 
 def value_errors(player: Player, examples: ExampleSet, pred: Prediction | None = None) -> dict[str, float]:

@@ -9,7 +9,6 @@ every agent chooses among the reachable moves (`core.legal_moves_of`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
@@ -86,6 +85,13 @@ class GreedyAgent:
         return out
 
 
+def _placed(out: list[SearchResult | None], idx: list[int], results: list[SearchResult]) -> list[SearchResult | None]:
+    """out with results[k] at index idx[k]."""
+    for i, r in zip(idx, results):
+        out[i] = r
+    return out
+
+
 class SearchAgent:
     """A search (`SearchConfig`: the expert, round-0 MCTS, or PUCT or Gumbel with an evaluator).
 
@@ -123,14 +129,19 @@ class SearchAgent:
         self.temperature, self.temperature_moves, self.epsilon = temperature, temperature_moves, epsilon
         self.name = name or f"search-{config.mode}"
         self.full_share, self.fast = full_share, None
-        if fast_simulations is not None and full_share < 1:
+        if full_share < 1:
             if config.mode == "expert":
-                raise ValueError("fast_simulations: the expert's search has no simulations to cap")
-            gumbel, puct = replace(config.gumbel, noise=0.0), replace(config.puct, dirichlet_fraction=0.0)
-            self.fast = replace(config, simulations=fast_simulations, gumbel=gumbel, puct=puct)
+                raise ValueError(f"full_share = {full_share}: the expert's search has no simulations to cap")
+            if fast_simulations is None or not 0 <= fast_simulations < config.simulations:
+                raise ValueError(
+                    f"full_share = {full_share} needs fast_simulations in [0, {config.simulations}), "
+                    f"got {fast_simulations}"
+                )
+            quiet = {"gumbel": config.gumbel.replace(noise=0.0), "puct": config.puct.replace(dirichlet_fraction=0.0)}
+            self.fast = config.replace(simulations=fast_simulations, **quiet)
 
     def is_full(self, seed: int) -> bool:
-        """Whether the decision of this seed is searched in full (always, without a fast search)."""
+        """Whether the decision of this seed is searched in full (always True without a fast search)."""
         return self.fast is None or bool(np.random.default_rng([seed, 3]).random() < self.full_share)
 
     def _groups(self, seeds: Sequence[int]) -> list[tuple[SearchConfig, list[int]]]:
@@ -144,18 +155,17 @@ class SearchAgent:
     def search(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[SearchResult]:
         out: list[SearchResult | None] = [None] * len(positions)
         for config, idx in self._groups(seeds):
-            for i, r in zip(idx, config.run([positions[i] for i in idx], [seeds[i] for i in idx], self.evaluator)):
-                out[i] = r
-        return out  # type: ignore[return-value]  # (every slot filled above)
+            results = config.run([positions[i] for i in idx], [seeds[i] for i in idx], self.evaluator)
+            out = _placed(out, idx, results)
+        return out  # type: ignore[return-value]  # (every slot filled)
 
     def steps(self, positions: Sequence[Position], seeds: Sequence[int]) -> Steps:
         """The network search of these positions as `core.Steps` (the full and the fast one in turn)."""
         out: list[SearchResult | None] = [None] * len(positions)
         for config, idx in self._groups(seeds):
             results = yield from config.steps([positions[i] for i in idx], [seeds[i] for i in idx])
-            for i, r in zip(idx, results):
-                out[i] = r
-        return out  # type: ignore[return-value]  # (every slot filled above)
+            out = _placed(out, idx, results)
+        return out  # type: ignore[return-value]  # (every slot filled)
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         results = self.search(positions, seeds)
@@ -163,8 +173,8 @@ class SearchAgent:
 
     def decide(self, result: SearchResult, seed: int, pills_used: int) -> Decision:
         """The move of a finished search: random with probability epsilon, sampled from the target
-        sharpened by 1 / temperature early in a game, else the search's best (always a fast search's,
-        not recorded)."""
+        sharpened by 1 / temperature early in a game, else the search's best. A fast search's
+        decision (`is_full` false) is always its best move, not recorded."""
         if not self.is_full(seed):
             return Decision(result.best, result, recorded=False)
         move = result.best

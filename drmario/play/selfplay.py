@@ -12,15 +12,17 @@ value targets (won, cleared, duration) are always what followed in the game. Wit
 the expert plays a game's stalled stretches (`agents.RescueAgent`), so an end game the network
 cannot finish still ends, and the expert's way out is in the examples; a record counts those moves
 in its meta ``rescued``. A game's record keeps in its meta ``search_kl``, the mean KL(target ||
-network policy) over its decisions: how far the search moved from the network (near 0: the search
-added nothing).
+network policy) over its recorded decisions: how far the search moved from the network (near 0:
+the search added nothing).
 
 With ``full_search_share`` below 1 (playout cap randomisation, KataGo's: Wu 2019, section 3.1)
 only that share of decisions is searched in full and written as examples; the rest are searched
-with ``fast_simulations`` and no exploration (`agents.SearchAgent`), and neither labelled nor
-written. A game then costs fewer simulations (and, with the expert's labels, fewer labels), so the
-same time plays more games, each with its own outcome for the value targets. A record keeps in its
-meta ``recorded``, the decisions written.
+with ``fast_simulations`` and no exploration (`agents.SearchAgent`: no root noise, no temperature,
+no epsilon), and are neither labelled nor written. A game then costs fewer simulations (and, with
+the expert's labels, fewer labels), so the same time plays more games, each with its own outcome
+for the value targets. A record keeps in its meta ``recorded``, the number of decisions written.
+The examples of a game then skip decisions: `TrainConfig.bootstrap` finds no next decision after a
+skipped one and keeps the game's targets there.
 """
 
 from __future__ import annotations
@@ -77,10 +79,13 @@ class SelfPlayConfig(Settings):
     )
     temperature: float = setting(1.0, "moves are sampled from target ** (1 / temperature) ...", ge=0)
     temperature_moves: int = setting(
-        0, "... for this many first pills of each game, then the best move is played", ge=0
+        0, "... for this many first pills of each game (full searches only), then the best move is played", ge=0
     )
     epsilon: float = setting(
-        0.0, "share of moves played at random (exploration; each example keeps the search's target)", ge=0, le=1
+        0.0,
+        "share of the full searches' moves played at random (exploration; each example keeps the search's target)",
+        ge=0,
+        le=1,
     )
     games_per_shard: int = setting(16, "games per example file (also how many are played in lockstep)", ge=1, le=4096)
     workers: int = setting(1, "search processes", ge=1, le=1024)
@@ -92,13 +97,14 @@ class SelfPlayConfig(Settings):
     )
     full_search_share: float = setting(
         1.0,
-        "playout cap randomisation (KataGo): the share of decisions searched in full and written as examples; the "
-        "others are searched with fast_simulations and no exploration, and are not written (1: every decision)",
+        "playout cap randomisation (KataGo), in (0, 1]: the share of decisions searched in full and written as "
+        "examples; the others are searched with --fast-simulations, without exploration (root noise, temperature, "
+        "epsilon), and not written (1: off)",
         gt=0,
         le=1,
     )
     fast_simulations: int = setting(
-        2, "simulations of the fast searches, with full_search_share below 1", ge=0, le=10**6
+        2, "the fast searches' simulations with --full-search-share below 1 (fewer than --simulations)", ge=0, le=10**6
     )
     rescue_after: int | None = setting(
         None,
@@ -115,15 +121,16 @@ class SelfPlayConfig(Settings):
             problems.append("levels = []: expected at least one level")
         if self.search.needs_network and not self.network:
             problems.append(f"network = None: search mode {self.search.mode!r} needs a network checkpoint")
-        if self.full_search_share < 1 and self.search.mode == "expert":
-            problems.append(
-                f"full_search_share = {self.full_search_share}: the expert's search has no simulations to cap"
-            )
-        elif self.full_search_share < 1 and self.fast_simulations >= self.search.simulations:
-            problems.append(
-                f"fast_simulations = {self.fast_simulations}: expected fewer than the full search's "
-                f"{self.search.simulations}"
-            )
+        if self.full_search_share < 1:
+            if self.search.mode == "expert":
+                problems.append(
+                    f"full_search_share = {self.full_search_share}: the expert's search has no simulations to cap"
+                )
+            elif self.fast_simulations >= self.search.simulations:
+                problems.append(
+                    f"fast_simulations = {self.fast_simulations}: expected fewer than the full search's "
+                    f"{self.search.simulations}"
+                )
         if self.inference == "server" and not self.search.needs_network:
             problems.append("inference = 'server': needs a search with a network")
         if self.rescue_after is not None and self.stall_limit is not None and self.rescue_after >= self.stall_limit:

@@ -112,7 +112,7 @@ def test_pipelined_halves_keep_playout_cap_randomisation():
     specs = [GameSpec(i, 300 + i, level) for i, level in enumerate([0, 2, 4, 6, 1])]
 
     def play(evaluator):
-        agent = SearchAgent(cfg, evaluator, full_share=0.4, fast_simulations=1)
+        agent = SearchAgent(cfg, evaluator, full_search_share=0.4, fast_simulations=1)
         recorded = []
         records = play_lockstep(
             agent, specs, lockstep=4, max_pills=30, on_finish=lambda r, d: recorded.append([x.recorded for x in d])

@@ -272,7 +272,7 @@ def test_playout_cap_randomisation_writes_only_the_full_searches(tmp_path):
         != round(float(np.mean([d.search.kl() for d in decisions])), 5)
     )
     with pytest.raises(ValueError, match="needs fast_simulations in"):
-        sp.SearchAgent(SETTINGS["search"], full_share=0.5)
+        sp.SearchAgent(SETTINGS["search"], full_search_share=0.5)
     with pytest.raises(ValueError, match="fast_simulations = 6"):
         sp.SelfPlayConfig(**{**SETTINGS, "full_search_share": 0.5, "fast_simulations": 6})
     with pytest.raises(ValueError, match="no simulations to cap"):

@@ -85,6 +85,22 @@ class GreedyAgent:
         return out
 
 
+def playout_cap_problem(config: SearchConfig, full_search_share: float, fast_simulations: int | None) -> str | None:
+    """What is wrong with these playout cap randomisation settings for config's search, or None."""
+    if not 0 < full_search_share <= 1:
+        return f"full_search_share = {full_search_share}: expected a share in (0, 1]"
+    if full_search_share == 1:
+        return None
+    if config.mode == "expert":
+        return f"full_search_share = {full_search_share}: the expert's search has no simulations to cap"
+    if fast_simulations is None or not 0 <= fast_simulations < config.simulations:
+        return (
+            f"fast_simulations = {fast_simulations}: full_search_share = {full_search_share} needs fast_simulations "
+            f"in [0, {config.simulations}), fewer than the full search's"
+        )
+    return None
+
+
 def _placed(out: list[SearchResult | None], idx: list[int], results: list[SearchResult]) -> list[SearchResult | None]:
     """out with results[k] at index idx[k]."""
     for i, r in zip(idx, results):
@@ -102,7 +118,7 @@ class SearchAgent:
     outcomes show what a bad placement leads to). Otherwise the search's best.
 
     Playout cap randomisation (KataGo; Wu 2019, section 3.1): with `fast_simulations` set, a
-    decision is searched in full (`config.simulations`) with probability `full_share`, drawn from
+    decision is searched in full (`config.simulations`) with probability `full_search_share`, drawn from
     its seed, and otherwise with `fast_simulations` and no exploration (no root noise, no
     temperature, no epsilon: the fast search's best move). Only full searches are recorded
     (`Decision.recorded`): self-play writes their examples alone, so a game costs fewer simulations
@@ -118,31 +134,25 @@ class SearchAgent:
         temperature_moves: int = 0,
         epsilon: float = 0.0,
         name: str | None = None,
-        full_share: float = 1.0,
+        full_search_share: float = 1.0,
         fast_simulations: int | None = None,
     ) -> None:
         if config.needs_network and evaluator is None:
             raise ValueError(f"search mode {config.mode!r} needs an evaluator (a network)")
-        if not 0 < full_share <= 1:
-            raise ValueError(f"full_share must be in (0, 1], got {full_share}")
+        problem = playout_cap_problem(config, full_search_share, fast_simulations)
+        if problem:
+            raise ValueError(problem)
         self.config, self.evaluator = config, evaluator
         self.temperature, self.temperature_moves, self.epsilon = temperature, temperature_moves, epsilon
         self.name = name or f"search-{config.mode}"
-        self.full_share, self.fast = full_share, None
-        if full_share < 1:
-            if config.mode == "expert":
-                raise ValueError(f"full_share = {full_share}: the expert's search has no simulations to cap")
-            if fast_simulations is None or not 0 <= fast_simulations < config.simulations:
-                raise ValueError(
-                    f"full_share = {full_share} needs fast_simulations in [0, {config.simulations}), "
-                    f"got {fast_simulations}"
-                )
+        self.full_search_share, self.fast = full_search_share, None
+        if full_search_share < 1:
             quiet = {"gumbel": config.gumbel.replace(noise=0.0), "puct": config.puct.replace(dirichlet_fraction=0.0)}
             self.fast = config.replace(simulations=fast_simulations, **quiet)
 
     def is_full(self, seed: int) -> bool:
         """Whether the decision of this seed is searched in full (always True without a fast search)."""
-        return self.fast is None or bool(np.random.default_rng([seed, 3]).random() < self.full_share)
+        return self.fast is None or bool(np.random.default_rng([seed, 3]).random() < self.full_search_share)
 
     def _groups(self, seeds: Sequence[int]) -> list[tuple[SearchConfig, list[int]]]:
         """The searches to run and the positions (indices) each one searches."""

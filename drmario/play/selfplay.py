@@ -42,7 +42,7 @@ from drmario.engine.level import MAX_LEVEL, SELFPLAY_SEEDS
 from drmario.files import lock_run_dir, remove_stray_temp, write_atomic
 from drmario.learn.example_files import write_examples
 from drmario.learn.examples import game_examples
-from drmario.play.agents import Agent, Decision, PlayDtype, RescueAgent, SearchAgent
+from drmario.play.agents import Agent, Decision, PlayDtype, RescueAgent, SearchAgent, playout_cap_problem
 from drmario.play.lockstep import GameSpec, play_lockstep
 from drmario.play.shards import done_games, read_records, records_path, seal, set_aside_damaged, shard_path
 from drmario.play.workers import run_pool, run_with_server
@@ -121,16 +121,9 @@ class SelfPlayConfig(Settings):
             problems.append("levels = []: expected at least one level")
         if self.search.needs_network and not self.network:
             problems.append(f"network = None: search mode {self.search.mode!r} needs a network checkpoint")
-        if self.full_search_share < 1:
-            if self.search.mode == "expert":
-                problems.append(
-                    f"full_search_share = {self.full_search_share}: the expert's search has no simulations to cap"
-                )
-            elif self.fast_simulations >= self.search.simulations:
-                problems.append(
-                    f"fast_simulations = {self.fast_simulations}: expected fewer than the full search's "
-                    f"{self.search.simulations}"
-                )
+        capped = playout_cap_problem(self.search, self.full_search_share, self.fast_simulations)
+        if capped:
+            problems.append(capped)
         if self.inference == "server" and not self.search.needs_network:
             problems.append("inference = 'server': needs a search with a network")
         if self.rescue_after is not None and self.stall_limit is not None and self.rescue_after >= self.stall_limit:
@@ -178,7 +171,7 @@ def make_agent(cfg: SelfPlayConfig, evaluator: Evaluator | None = None) -> Agent
         temperature=cfg.temperature,
         temperature_moves=cfg.temperature_moves,
         epsilon=cfg.epsilon,
-        full_share=cfg.full_search_share,
+        full_search_share=cfg.full_search_share,
         fast_simulations=cfg.fast_simulations,
     )
     if cfg.rescue_after is None:

@@ -106,8 +106,8 @@ def test_pipelined_halves_play_the_same_games_as_lockstep():
 
 
 def test_pipelined_halves_keep_playout_cap_randomisation():
-    """The overlapped path runs the full and the fast searches in turn: same games, same recorded
-    decisions as lockstep."""
+    """The overlapped path runs the full and the fast searches together (`core.merged`): same
+    games, same recorded decisions as lockstep."""
     cfg = SearchConfig(mode="gumbel", simulations=6)
     specs = [GameSpec(i, 300 + i, level) for i, level in enumerate([0, 2, 4, 6, 1])]
 

@@ -26,7 +26,7 @@ from drmario.search import (
     round0_search,
     search,
 )
-from drmario.search.core import pill_distribution
+from drmario.search.core import merged, pill_distribution, run
 from drmario.search.network import (
     NORMALISE_EPSILON,
     PUCT,
@@ -380,6 +380,37 @@ def test_searches_in_lockstep_match_searches_alone(mode):
         alone = search(position, cfg, evaluator, seed=seed)
         assert np.array_equal(alone.visits, shared.visits)
         assert np.array_equal(alone.value, shared.value, equal_nan=True)
+
+
+class Counted:
+    """An evaluator that counts its calls."""
+
+    def __init__(self, evaluator):
+        self.evaluator, self.calls = evaluator, 0
+
+    def evaluate(self, cells, pills, previews):
+        self.calls += 1
+        return self.evaluator.evaluate(cells, pills, previews)
+
+
+def test_merged_searches_share_each_evaluator_call_and_match_searches_alone():
+    """core.merged: a Gumbel search of 8 simulations and a PUCT search of 2 driven as one make as
+    many evaluator calls as the longer alone, and each returns what it returns alone."""
+    positions = [Position.of(dm.Game(s, 4)) for s in (11, 22, 33)]
+    configs = [SearchConfig(mode="gumbel", simulations=8), SearchConfig(mode="puct", simulations=2)]
+    parts = [(configs[0], positions[:2], [1, 2]), (configs[1], positions[2:], [3])]
+    alone = []
+    for config, pos, seeds in parts:
+        counted = Counted(RolloutEvaluator(seed=2))
+        alone.append((config.run(pos, seeds, counted), counted.calls))
+    counted = Counted(RolloutEvaluator(seed=2))
+    together = run(merged([config.steps(pos, seeds) for config, pos, seeds in parts]), counted)
+    assert counted.calls == max(calls for _, calls in alone) > min(calls for _, calls in alone)
+    assert [len(results) for results in together] == [2, 1]
+    for (results, _), shared in zip(alone, together):
+        for a, b in zip(results, shared):
+            assert a.best == b.best and np.array_equal(a.visits, b.visits) and np.array_equal(a.target, b.target)
+            assert np.array_equal(a.value, b.value, equal_nan=True)
 
 
 # ---------------------------------------------------------------- PUCT's value scale

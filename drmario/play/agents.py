@@ -16,7 +16,16 @@ import numpy as np
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.search.config import SearchConfig
-from drmario.search.core import Evaluator, Position, SearchResult, Steps, legal_mask_of, legal_moves_of
+from drmario.search.core import (
+    Evaluator,
+    Position,
+    SearchResult,
+    Steps,
+    legal_mask_of,
+    legal_moves_of,
+    merged,
+    run,
+)
 from drmario.search.heuristics import greedy_move, greedy_pick
 
 # The networks' number formats in play (`drmario.learn.device.resolve_dtype`): auto is bfloat16 on CUDA,
@@ -163,6 +172,8 @@ class SearchAgent:
         return [(config, idx) for config, idx in groups if idx]
 
     def search(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[SearchResult]:
+        if self.config.needs_network:
+            return run(self.steps(positions, seeds), self.evaluator)  # type: ignore[arg-type]  # (checked in __init__)
         out: list[SearchResult | None] = [None] * len(positions)
         for config, idx in self._groups(seeds):
             results = config.run([positions[i] for i in idx], [seeds[i] for i in idx], self.evaluator)
@@ -170,10 +181,14 @@ class SearchAgent:
         return out  # type: ignore[return-value]  # (every slot filled)
 
     def steps(self, positions: Sequence[Position], seeds: Sequence[int]) -> Steps:
-        """The network search of these positions as `core.Steps` (the full and the fast one in turn)."""
+        """The network search of these positions as `core.Steps`: the full and the fast search
+        together, one evaluator call a step for both (`core.merged`)."""
+        groups = self._groups(seeds)
+        parts = yield from merged(
+            [config.steps([positions[i] for i in idx], [seeds[i] for i in idx]) for config, idx in groups]
+        )
         out: list[SearchResult | None] = [None] * len(positions)
-        for config, idx in self._groups(seeds):
-            results = yield from config.steps([positions[i] for i in idx], [seeds[i] for i in idx])
+        for (_, idx), results in zip(groups, parts):
             out = _placed(out, idx, results)
         return out  # type: ignore[return-value]  # (every slot filled)
 

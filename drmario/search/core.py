@@ -5,8 +5,9 @@ the game shows), the stall rule's state and the pills used so far; never a game'
 
 Searches with a network are written as generators (`Steps`): each yields the positions it needs
 evaluated (`Leaves`, one batch for the leaves of all its games), receives the evaluator's
-`Prediction` for them, and returns its results. `run` drives one with an `Evaluator`; the lockstep
-driver (`play.lockstep`) interleaves two of them to overlap tree work with an asynchronous device.
+`Prediction` for them, and returns its results. `run` drives one with an `Evaluator`; `merged`
+drives several as one (one evaluator call a step for all of them); the lockstep driver
+(`play.lockstep`) interleaves two of them to overlap tree work with an asynchronous device.
 """
 
 from __future__ import annotations
@@ -170,6 +171,31 @@ def run(steps: Steps, evaluator: Evaluator) -> list[SearchResult]:
             leaves = steps.send(evaluator.evaluate(*leaves))
     except StopIteration as done:
         return done.value
+
+
+def merged(searches: Sequence[Steps]) -> Generator[Leaves, Prediction, list[list[SearchResult]]]:
+    """Several searches driven as one: each step yields the leaves of every search still running,
+    concatenated, so that one evaluator call serves them all (a search that needs fewer steps drops
+    out early); returns each search's results, in order."""
+    results: list[list[SearchResult]] = [[] for _ in searches]
+    pending: dict[int, Leaves] = {}
+
+    def advance(i: int, prediction: Prediction | None) -> None:
+        try:
+            pending[i] = next(searches[i]) if prediction is None else searches[i].send(prediction)
+        except StopIteration as done:
+            results[i] = done.value
+
+    for i in range(len(searches)):
+        advance(i, None)
+    while pending:
+        asked = list(pending.items())
+        pending = {}
+        prediction = yield Leaves(*(np.concatenate(parts) for parts in zip(*(leaves for _, leaves in asked))))
+        bounds = np.cumsum([0] + [len(leaves.cells) for _, leaves in asked])
+        for (i, _), a, b in zip(asked, bounds[:-1], bounds[1:]):
+            advance(i, Prediction(*(field[a:b] for field in prediction)))
+    return results
 
 
 def pill_probs_problems(probs: Sequence[float] | None) -> list[str]:

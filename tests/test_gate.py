@@ -130,6 +130,8 @@ def test_a_gate_with_no_game_both_won_weighs_the_viruses_cleared():
 
 
 def test_the_gates_table_shows_each_decision_and_its_figures():
+    from IPython.lib.pretty import pretty
+
     from drmario.viz import gates_table
 
     old = records([True] * 45 + [False] * 5, [160] * 50)
@@ -144,6 +146,8 @@ def test_the_gates_table_shows_each_decision_and_its_figures():
     assert row["pills per virus, games both won"] == "1.43 vs 1.90" and row["new − old [95%]"].startswith("-0.48 [")
     assert row["reason"] == "wins fewer games (44 against 45)"
     assert row["viruses cleared"] == "94.0% vs 95.0%" and table.loc[0, "viruses cleared"] == "-"  # not recorded
+    text = pretty(gates_table([first, second])).splitlines()  # the notebook's plain text: caption, header, rows
+    assert text[0].startswith("Gates:") and "44 vs 45 of 50" in text[3] and "Styler" not in text[0]
     first["new_cleared"] = 0.95
     assert gates_table([first, second]).data.loc[0, "viruses cleared"] == "95.0%"
 

@@ -15,7 +15,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import numpy as np
 import pandas as pd
 import pytest
+from IPython.lib.pretty import pretty
 from matplotlib.figure import Figure
+from pandas.io.formats.style import Styler
 
 import drmario as dm
 from drmario import viz
@@ -364,9 +366,12 @@ def test_arena_plot_and_table():
     fig = viz.plot_arena(df, metric=["win_rate", "ms_per_move"])
     assert [a.get_title() for a in fig.axes if a.get_visible()] == ["win rate (every virus cleared)", "ms per move"]
     styler = viz.arena_table(df.assign(frames_median=np.nan))  # no NES timing: no frames column
-    assert type(styler).__name__ == "Styler"
+    assert isinstance(styler, Styler)
     html = styler.to_html()
     assert "font-weight: bold" in html and "100.0%" in html and "Wilson" in html and "frames_median" not in html
+    text = pretty(styler)  # a notebook's text/plain output: the formatted table, not the object's address
+    assert text.startswith("Arena: one row") and "100.0%" in text and "Styler" not in text
+    assert text.splitlines()[-1].split()[:4] == ["random", "40", "0", "0.0%"]  # level 10: agent, games, wins, rate
     with pytest.raises(ValueError, match="missing column"):
         viz.plot_arena(df.drop(columns="win_rate"))
 

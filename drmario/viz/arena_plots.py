@@ -3,6 +3,7 @@ agents and runs, the rounds of a run and their gates, and the styled arena table
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -214,6 +215,36 @@ def plot_leaderboard(df: pd.DataFrame, *, title: str | None = None) -> Figure:
     return fig
 
 
+@functools.cache
+def _text_styler() -> type[Styler]:
+    """pandas' Styler with a plain-text form (made lazily: the Styler needs jinja2)."""
+    from pandas.io.formats.style import Styler
+
+    class TextStyler(Styler):
+        """A Styler whose plain text (a notebook's text/plain output, which text exports and
+        terminals show) is its table as text rather than the object's address."""
+
+        text = ""  # set by _styled (pandas copies a Styler as type(self)(data))
+
+        def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+            printer.text(self.text)
+
+    return TextStyler
+
+
+def _styled(table: pd.DataFrame, caption: str, formats: Mapping[str, str] | None = None, index: bool = True) -> Styler:
+    """table.style with its caption and number formats, whose plain text is the caption over the
+    formatted table."""
+    shown: dict[Any, Any] = {c: f for c, f in (formats or {}).items() if c in table.columns}
+    text = table.copy()
+    for c, f in shown.items():
+        text[c] = [f.format(v) if v == v else "-" for v in table[c]]  # v != v: NaN
+    styler = _text_styler()(table)
+    styler.text = f"{caption}\n{text.to_string(index=index)}"  # type: ignore[attr-defined]  # (TextStyler's)
+    styler = styler.format(shown, na_rep="-")
+    return styler.set_caption(caption) if index else styler.hide(axis="index").set_caption(caption)
+
+
 def arena_table(df: pd.DataFrame) -> Styler:
     """The arena results as a styled table: rows by level then agent, rates in percent, the win rate
     shaded, and the best win rate at each level in bold; columns with no value are left out."""
@@ -224,7 +255,11 @@ def arena_table(df: pd.DataFrame) -> Styler:
     table = df.sort_values(["level", "agent"], kind="stable").set_index(["level", "agent"])[columns]
     formats = {c: "{:.1%}" for c in (*RATES, "ci_low", "ci_high", "cleared_fraction")}
     formats.update(games="{:,.0f}", wins="{:,.0f}", pills_per_virus="{:.2f}", ms_per_move="{:.2f}")
-    styler = table.style.format({c: f for c, f in formats.items() if c in table.columns}, na_rep="-")
+    caption = (
+        "Arena: one row per level and agent; win rate = every virus cleared, with its Wilson 95% interval "
+        "(ci_low, ci_high); bold: the best win rate at the level"
+    )
+    styler = _styled(table, caption, formats)
     if "win_rate" in table.columns:
         styler = styler.background_gradient(cmap="Greens", subset=["win_rate"], vmin=0.0, vmax=1.0)
 
@@ -233,10 +268,7 @@ def arena_table(df: pd.DataFrame) -> Styler:
             return ["font-weight: bold" if v == b and b > 0 else "" for v, b in zip(col, best)]  # no bold ties at 0
 
         styler = styler.apply(bold_best, subset=["win_rate"], axis=0)
-    return styler.set_caption(
-        "Arena: one row per level and agent; win rate = every virus cleared, with its Wilson 95% interval "
-        "(ci_low, ci_high); bold: the best win rate at the level"
-    )
+    return styler
 
 
 def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
@@ -282,9 +314,8 @@ def gates_table(gates: Sequence[Mapping[str, Any]]) -> Styler:
         columns=["round", "network", "against", "promoted", "wins", "McNemar p"]
         + ["pills per virus, games both won", "new − old [95%]", "viruses cleared", "reason"],
     )
-    return table.style.hide(axis="index").set_caption(
-        "Gates: each round's network against the best before it on the same gating games (paired)"
-    )
+    caption = "Gates: each round's network against the best before it on the same gating games (paired)"
+    return _styled(table, caption, index=False)
 
 
 def plot_rounds(df: pd.DataFrame) -> Figure:

@@ -177,6 +177,8 @@ def merged(searches: Sequence[Steps]) -> Generator[Leaves, Prediction, list[list
     """Several searches driven as one: each step yields the leaves of every search still running,
     concatenated, so that one evaluator call serves them all (a search that needs fewer steps drops
     out early); returns each search's results, in order."""
+    if len(searches) == 1:  # nothing to merge: pass the one search's leaves and predictions through
+        return [(yield from searches[0])]
     results: list[list[SearchResult]] = [[] for _ in searches]
     pending: dict[int, Leaves] = {}
 

@@ -130,6 +130,51 @@ def test_loss_by_hand():
     assert light["total"].item() == pytest.approx(0.1 * (0.125 + 0.08 + 2.03125) + math.log(512), rel=1e-6)
 
 
+def test_future_board_target_is_the_occupancy_n_decisions_later_in_the_same_game(examples):
+    n = 3
+    batch = examples.to_device("cpu", 24, future_pills=n).batch(torch.arange(len(examples)))
+    assert batch.future is not None and batch.future_known is not None
+    for i in range(len(examples)):
+        g, d = examples.game[i], examples.duration[i]
+        later = np.nonzero((examples.game == g) & (examples.duration == d - n))[0]
+        assert bool(batch.future_known[i]) == (len(later) == 1)  # the game's last n decisions have none
+        if len(later):
+            expect = torch.as_tensor(examples.cells[later[0]] != 0, dtype=torch.float32)
+            torch.testing.assert_close(batch.future[i], expect)
+    assert 0 < batch.future_known.float().mean() < 1
+    assert examples.to_device("cpu", 24).batch(torch.arange(4)).future is None  # not asked for, not made
+
+
+def test_future_head_and_its_loss_by_hand(examples):
+    torch.manual_seed(0)
+    plain = DrMarioNet(NetConfig(**TINY))
+    assert plain.future_conv is None and plain(batch_of(examples).planes).future is None
+    cfg = NetConfig(**TINY, future_pills=2, future_weight=0.5)
+    net = DrMarioNet(cfg)
+    batch = examples.to_device("cpu", 24, future_pills=2).batch(torch.arange(len(examples)))
+    out = net(batch.planes)
+    assert out.future is not None and out.future.shape == (len(examples), 8, 16)
+    # logits 0: every cell's cross-entropy is log 2, whatever the target
+    terms = loss_terms(out._replace(future=torch.zeros_like(out.future)), batch, cfg)
+    assert terms["future"].item() == pytest.approx(math.log(2))
+    # the mean over the examples whose game lasts 2 more decisions; the others do not count
+    z, y, known = out.future, batch.future, batch.future_known
+    per_example = (torch.nn.functional.softplus(z) - z * y).mean(dim=(1, 2))
+    terms = loss_terms(out, batch, cfg)
+    torch.testing.assert_close(terms["future"], per_example[known].mean())
+    base = terms["total"] - 0.5 * terms["future"]
+    torch.testing.assert_close(base, loss_terms(out._replace(future=None), batch, cfg)["total"])
+    # a network without the head, or a batch without the target: the term is 0
+    no_target = examples.to_device("cpu", 24).batch(torch.arange(len(examples)))
+    assert loss_terms(out, no_target, cfg)["future"].item() == 0
+    # play never reads it: the Player leaves it out, and its outputs are the network's
+    player = Player(net)
+    assert player.module.future_conv is None and net.future_conv is not None
+    pred = player.evaluate(examples.cells[:8], examples.pills[:8], examples.previews[:8])
+    expect = net.eval()(batch.planes[:8])
+    np.testing.assert_allclose(pred.won, expect.won.detach().numpy(), atol=1e-5)
+
+
 def dm_batch(won, cleared, duration, moves):
     from drmario.learn.dataset import Batch
 
@@ -166,10 +211,11 @@ def test_loss_matches_plain_torch(examples, head):
     assert terms["reg"].requires_grad  # the regulariser acts through the loss
 
 
+@pytest.mark.parametrize("future_pills", [0, 2])
 @pytest.mark.parametrize("head", HEADS)
-def test_flops_count_matches_the_layers(head):
+def test_flops_count_matches_the_layers(head, future_pills):
     """The analytic count against multiply-adds counted from the layers that actually run."""
-    cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16)
+    cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16, future_pills=future_pills)
     net = DrMarioNet(cfg)
     macs = []
 

@@ -386,6 +386,29 @@ def test_a_warm_start_begins_from_the_given_network(tmp_path, examples):
         Trainer(tiny(steps=10, init=str(first.checkpoint), net=NetConfig(filters=4, blocks=1)), tmp_path / "other")
 
 
+def test_a_future_head_logs_its_term_and_a_warm_start_may_add_or_drop_it(tmp_path, examples):
+    future = NetConfig(filters=8, blocks=1, future_pills=2, future_weight=0.5)
+    result = train(tiny(net=future, steps=10), tmp_path / "future", examples)
+    table = rows(result.metrics)
+    assert list(table[0]) == [*COLUMNS, "future"] and [r["split"] for r in table] == ["train", "train", "test"]
+    for r in table:
+        loss = sum(float(r[k]) for k in ("won", "cleared", "duration", "moves", "reg")) + 0.5 * float(r["future"])
+        assert float(r["loss"]) == pytest.approx(loss, rel=1e-5)
+        assert 0 < float(r["future"]) < 1
+    assert set(result.train) == set(result.test) == {"loss", "won", "cleared", "duration", "moves", "reg", "future"}
+    plain = train(tiny(steps=10), tmp_path / "plain", examples)
+    assert "future" not in plain.train and list(rows(plain.metrics)[0]) == list(COLUMNS)
+    # warm starts: the trunk and heads carry over; a future head is added fresh, or left behind
+    added = Trainer(tiny(net=future, init=str(plain.checkpoint)), tmp_path / "added")
+    dropped = Trainer(tiny(init=str(result.checkpoint)), tmp_path / "dropped")
+    for trainer, start in ((added, plain), (dropped, result)):
+        saved = read_checkpoint(start.checkpoint)["model"]
+        for name, value in trainer.model.state_dict().items():
+            if not name.startswith("future_conv."):
+                assert torch.equal(value, saved[name]), name
+    assert added.model.future_conv is not None and dropped.model.future_conv is None
+
+
 def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, examples):
     first = train(tiny(steps=10), tmp_path / "first", examples)
     started = read_checkpoint(first.checkpoint)["model"]

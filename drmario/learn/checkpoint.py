@@ -17,6 +17,7 @@ import hashlib
 import os
 import pickle
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -174,10 +175,14 @@ def checkpoint_config(state: dict, path: str | Path = "checkpoint") -> NetConfig
         raise CheckpointError(f"checkpoint {path}: bad network configuration: {e}") from e
 
 
-def load_state(net: DrMarioNet, state_dict: dict, path: str | Path, saved: NetConfig | None = None) -> None:
-    """net.load_state_dict with an error that names the file and lists what does not fit."""
+def load_state(
+    net: DrMarioNet, state_dict: dict, path: str | Path, saved: NetConfig | None = None, optional: Sequence[str] = ()
+) -> None:
+    """net.load_state_dict with an error that names the file and lists what does not fit. Weights
+    whose names start with one of `optional` may be missing (net keeps its own) or unexpected (left out)."""
     own = net.state_dict()
-    missing = [k for k in own if k not in state_dict]
+    state_dict = {k: v for k, v in state_dict.items() if k in own or not k.startswith(tuple(optional))}
+    missing = [k for k in own if k not in state_dict and not k.startswith(tuple(optional))]
     unexpected = [k for k in state_dict if k not in own]
     shapes = [
         f"{k} {tuple(state_dict[k].shape)} vs {tuple(v.shape)}"
@@ -196,7 +201,7 @@ def load_state(net: DrMarioNet, state_dict: dict, path: str | Path, saved: NetCo
         if unexpected:
             parts.append(f"{len(unexpected)} unexpected: {', '.join(unexpected[:4])}{', ...' * (len(unexpected) > 4)}")
         raise CheckpointError(f"checkpoint {path} does not fit this network: " + "; ".join(parts))
-    net.load_state_dict(state_dict)
+    net.load_state_dict(state_dict, strict=not optional)
 
 
 def save_net(net: DrMarioNet, path: str | Path) -> Path:

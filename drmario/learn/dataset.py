@@ -79,6 +79,8 @@ class Batch(NamedTuple):
     duration: torch.Tensor  # float[B], pills placed from here to the end
     moves: torch.Tensor  # float[B, 4, 8, 16], sums to 1
     legal: torch.Tensor  # bool[B, 4, 8, 16]
+    future: torch.Tensor | None = None  # float[B, 8, 16] 1 where a cell is occupied n pills later (None: not asked)
+    future_known: torch.Tensor | None = None  # bool[B] whether that board is an example (false: the game ends first)
 
 
 @dataclass
@@ -182,8 +184,10 @@ class ExampleSet:
         """bool[N, 4, 8, 16] legal-move masks."""
         return np.unpackbits(self.legal_bits, axis=1, count=N_MOVES).view(bool).reshape(len(self), *MOVES_SHAPE)
 
-    def to_device(self, device: str | torch.device = "cpu", n_planes: int = N_PLANES) -> DeviceExamples:
-        return DeviceExamples(self, torch.device(device), n_planes)
+    def to_device(
+        self, device: str | torch.device = "cpu", n_planes: int = N_PLANES, future_pills: int = 0
+    ) -> DeviceExamples:
+        return DeviceExamples(self, torch.device(device), n_planes, future_pills)
 
     @property
     def nbytes(self) -> int:
@@ -192,9 +196,13 @@ class ExampleSet:
 
 class DeviceExamples:
     """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device to
-    n_planes input planes (`encode`)."""
+    n_planes input planes (`encode`), and with future_pills > 0 adds the future-board target: which
+    cells are occupied future_pills decisions later in the same game (`later_index`; a cell's code
+    there is not empty)."""
 
-    def __init__(self, examples: ExampleSet, device: torch.device, n_planes: int = N_PLANES) -> None:
+    def __init__(
+        self, examples: ExampleSet, device: torch.device, n_planes: int = N_PLANES, future_pills: int = 0
+    ) -> None:
         def put(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.as_tensor(a, dtype=dtype).to(device)
 
@@ -209,6 +217,9 @@ class DeviceExamples:
         self.move_prob = put(examples.move_prob)
         self.legal_bits = put(examples.legal_bits)
         self._bit = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8, device=device)
+        self.future_index = (
+            put(later_index(examples.game, examples.duration, future_pills)) if future_pills else None
+        )  # int64[N], -1 where the game ends first
 
     def __len__(self) -> int:
         return len(self.won)
@@ -219,6 +230,11 @@ class DeviceExamples:
         moves = torch.zeros(n, N_MOVES, device=self.device)
         moves.scatter_add_(1, self.move_index[indices], self.move_prob[indices])
         legal = (self.legal_bits[indices, :, None] & self._bit) != 0
+        future = future_known = None
+        if self.future_index is not None:
+            later = self.future_index[indices]
+            future_known = later >= 0
+            future = (self.cells[later.clamp(min=0)] != K.EMPTY).float()
         return Batch(
             planes=planes_torch(self.cells[indices], self.pills[indices], self.previews[indices], self.n_planes, dtype),
             won=self.won[indices],
@@ -226,6 +242,8 @@ class DeviceExamples:
             duration=self.duration[indices],
             moves=moves.view(n, *MOVES_SHAPE),
             legal=legal.view(n, *MOVES_SHAPE),
+            future=future,
+            future_known=future_known,
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from drmario.learn.net import NetConfig, NetOutput
@@ -13,7 +14,7 @@ from drmario.learn.net import NetConfig, NetOutput
 if TYPE_CHECKING:
     from drmario.learn.dataset import Batch
 
-LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "total")
+LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "future", "total")
 COUNT_SCALE = 100.0  # the scale of cleared and duration errors with count_error = "scaled"
 
 
@@ -29,10 +30,11 @@ def total_loss(
     moves: torch.Tensor,
     reg: torch.Tensor,
     cfg: NetConfig,
+    future: torch.Tensor | float = 0.0,
 ) -> torch.Tensor:
     """The loss the optimiser sees, from its terms (scalar tensors): value_weight x (won + cleared +
-    duration) + moves + reg."""
-    return cfg.value_weight * (won + cleared + duration) + moves + reg
+    duration) + moves + reg + future_weight x future."""
+    return cfg.value_weight * (won + cleared + duration) + moves + reg + cfg.future_weight * future
 
 
 def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | None = None) -> dict[str, torch.Tensor]:
@@ -41,7 +43,10 @@ def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | No
     batch: a `dataset.Batch` (won, cleared, duration float[B], moves float[B, 4, 8, 16]).
     won: (w - ŵ)^2; cleared: ((c - ĉ) / max(c, 1))^2; duration: likewise (or both over COUNT_SCALE
     with cfg.count_error = "scaled"); moves: -Σ m·log m̂;
-    reg: c ||θ||^2 of net (0 without net); total: `total_loss` (the other terms are reported unweighted).
+    reg: c ||θ||^2 of net (0 without net); future: with a future head and a batch that carries its
+    target, the binary cross-entropy of each cell's occupancy future_pills later, the mean over the
+    cells of the examples whose game lasts that long (0 otherwise); total: `total_loss` (the other
+    terms are reported unweighted).
     """
     won = (out.won - batch.won).square()
     if cfg.count_error == "relative":
@@ -55,5 +60,17 @@ def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | No
     terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
     reg = torch.zeros((), device=out.won.device) if net is None else cfg.reg * weight_norm2(net)
     terms["reg"] = reg
-    terms["total"] = total_loss(terms["won"], terms["cleared"], terms["duration"], terms["moves"], reg, cfg)
+    terms["future"] = future_term(out, batch)
+    terms["total"] = total_loss(
+        terms["won"], terms["cleared"], terms["duration"], terms["moves"], reg, cfg, terms["future"]
+    )
     return terms
+
+
+def future_term(out: NetOutput, batch: Batch) -> torch.Tensor:
+    """The future-board loss of `loss_terms` (a scalar tensor; 0 without the head or the target)."""
+    if out.future is None or batch.future is None or batch.future_known is None:
+        return torch.zeros((), device=out.won.device)
+    per_cell = F.binary_cross_entropy_with_logits(out.future, batch.future, reduction="none")
+    known = batch.future_known.float()
+    return (per_cell.mean(dim=(1, 2)) * known).sum() / known.sum().clamp(min=1)

@@ -10,6 +10,10 @@ Heads (`NetConfig.head`):
 - ``design``: the design note's single linear layer from the flattened trunk to 3 + 512 outputs.
 - ``alphago``: note 001's 1x1-conv policy and value trunks, each with a linear layer.
 
+With ``future_pills`` > 0 a fourth, auxiliary head (any of the three) reads the trunk: a 1x1
+convolution to one plane, the logits of each cell being occupied that many pills later in the game.
+Only the loss reads it, as KataGo's ownership head teaches its trunk where the game is going.
+
 Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, the
 design's 18, or 28 with the expert's one-ply preference; `NetConfig.planes`); outputs `NetOutput`:
 won float[B] in [-1, 1], cleared and duration float[B] >= 0, moves float[B, 4, 8, 16] summing to 1
@@ -77,6 +81,15 @@ class NetConfig(Settings):
     value_hidden: int = setting(256, "conv and alphago heads: hidden units of the value MLP", ge=1, le=65536)
     policy_planes: int = setting(2, "alphago head: 1x1-conv planes before the policy layer", ge=1, le=512)
     value_planes: int = setting(1, "alphago head: 1x1-conv planes before the value trunk", ge=1, le=512)
+    future_pills: int = setting(
+        0,
+        "auxiliary target (KataGo's ownership, in Dr. Mario's terms): a 1x1-conv head on the trunk predicts which"
+        " cells are occupied this many pills later in the game (training only: the search never reads it); 0: no"
+        " such head",
+        ge=0,
+        le=64,
+    )
+    future_weight: float = setting(1.0, "weight of the future-board term (binary cross-entropy, mean over cells)", ge=0)
 
     def check(self) -> list[str]:
         return [
@@ -94,6 +107,7 @@ class NetOutput(NamedTuple):
     duration: torch.Tensor  # [B] >= 0
     moves: torch.Tensor  # [B, 4, 8, 16], sums to 1 (0 on masked slots)
     log_moves: torch.Tensor  # [B, 4, 8, 16], log of moves computed stably (-inf on masked slots)
+    future: torch.Tensor | None = None  # [B, 8, 16] logits of "occupied future_pills later" (None: no such head)
 
 
 def heads_to_outputs(scalars: torch.Tensor, score: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
@@ -179,10 +193,15 @@ class DrMarioNet(nn.Module):
             )
         else:  # a new head needs its branch here, in `heads`, `value_head` and `flops_per_position`
             raise NotImplementedError(f"head {cfg.head!r}: DrMarioNet has no branch for it")
+        self.future_conv = nn.Conv2d(f, 1, 1) if cfg.future_pills else None
 
     def forward(self, planes: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
         """planes float[B, cfg.planes, 8, 16]; legal bool[B, 4, 8, 16] masks the moves (None: none masked)."""
-        return self.heads(self.trunk(planes), legal)
+        x = self.trunk(planes)
+        out = self.heads(x, legal)
+        if self.future_conv is not None:
+            out = out._replace(future=self.future_conv(x).float().squeeze(1))
+        return out
 
     def trunk(self, planes: torch.Tensor) -> torch.Tensor:
         """The shared features float[B, filters, 8, 16] that every head reads."""
@@ -264,4 +283,6 @@ def flops_per_position(cfg: NetConfig) -> int:
         macs += CELLS * f * (p + v) + p * CELLS * N_MOVES + v * CELLS * cfg.value_hidden + cfg.value_hidden * 3
     else:
         raise NotImplementedError(f"head {cfg.head!r}: flops_per_position has no branch for it")
+    if cfg.future_pills:
+        macs += CELLS * f
     return 2 * macs

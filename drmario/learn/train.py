@@ -60,7 +60,8 @@ from drmario.settings import Settings, setting
 
 COLUMNS: tuple[str, ...] = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
 COLUMNS += ("loss", "won", "cleared", "duration", "moves", "reg")
-TERMS = ("total", "won", "cleared", "duration", "moves", "reg")  # order of the on-device term vectors
+TERMS = ("total", "won", "cleared", "duration", "moves", "reg", "future")  # order of the on-device term vectors
+FUTURE_COLUMN = "future"  # logged only by a network with a future head (NetConfig.future_pills)
 # config fields that may change between a run and its resumption without a warning
 RESUMABLE = {
     "steps",
@@ -224,7 +225,7 @@ def forward_backward(
     net: torch.nn.Module, batch: Batch, cfg: TrainConfig, model: DrMarioNet, device: torch.device
 ) -> torch.Tensor:
     """Forward and backward of one batch (net may be model compiled). Returns the loss terms
-    float[6] in TERMS order, detached, still on the device."""
+    float[7] in TERMS order, detached, still on the device."""
     planes = batch.planes
     if cfg.channels_last:
         planes = planes.contiguous(memory_format=torch.channels_last)
@@ -262,11 +263,12 @@ def bootstrapped(
 
 @torch.no_grad()
 def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, device: torch.device) -> torch.Tensor:
-    """Mean loss terms over all examples (eval mode), float[6] in TERMS order on the device."""
+    """Mean loss terms over all examples (eval mode), float[7] in TERMS order on the device (the
+    future term: the mean over the examples that have its target)."""
     was_training = model.training
     model.eval()
-    sums = torch.zeros(4, device=device)
-    n = len(examples)
+    sums = torch.zeros(5, device=device)
+    n, known = len(examples), 0.0
     for s in range(0, n, cfg.batch_size):
         batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
         planes = batch.planes
@@ -275,12 +277,17 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
         with autocast(device, cfg):
             out = model(planes)
         t = loss_terms(out, batch, cfg.net)
-        sums += torch.stack([t["won"], t["cleared"], t["duration"], t["moves"]]) * len(batch.won)
+        weight = float(batch.future_known.sum()) if batch.future_known is not None else 0.0
+        sums[:4] += torch.stack([t["won"], t["cleared"], t["duration"], t["moves"]]) * len(batch.won)
+        sums[4] += t["future"] * weight
+        known += weight
     model.train(was_training)
-    means = sums / max(n, 1)
+    means = sums[:4] / max(n, 1)
+    future = sums[4] / max(known, 1.0)
     reg = cfg.net.reg * weight_norm2(model)
     won, cleared, duration, moves = means
-    return torch.cat([total_loss(won, cleared, duration, moves, reg, cfg.net)[None], means, reg[None]])
+    total = total_loss(won, cleared, duration, moves, reg, cfg.net, future)
+    return torch.cat([total[None], means, reg[None], future[None]])
 
 
 def drop_expert_planes(batch: Batch, share: float, seed: int, step: int) -> None:
@@ -303,7 +310,7 @@ def _last_rows(metrics: MetricsCSV) -> tuple[dict[str, float], dict[str, float]]
     """The loss terms of the last train and test rows of metrics.csv ({} where there are none)."""
     last: dict[str, dict[str, float]] = {"train": {}, "test": {}}
     for r in metrics.rows():
-        last[r["split"]] = {k: float(r[k]) for k in COLUMNS[7:]}
+        last[r["split"]] = {k: float(r[k]) for k in metrics.columns[7:]}
     return last["train"], last["test"]
 
 
@@ -358,7 +365,7 @@ def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
 
 
 def _nonfinite_message(rows: torch.Tensor, steps: list[int]) -> str | None:
-    """rows float[n, 6] of loss terms for steps; a message about the first non-finite row, if any."""
+    """rows float[n, 7] of loss terms for steps; a message about the first non-finite row, if any."""
     bad = ~torch.isfinite(rows)
     if not bad.any():
         return None
@@ -384,7 +391,7 @@ class Trainer:
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / "metrics.csv"
-        self.metrics = MetricsCSV(self.metrics_path, COLUMNS, digits=7)
+        self.metrics = MetricsCSV(self.metrics_path, COLUMNS + (FUTURE_COLUMN,) * bool(cfg.net.future_pills), digits=7)
         self.cuda = device.type == "cuda"
         if self.cuda:
             torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels
@@ -417,7 +424,8 @@ class Trainer:
             self.checkpoint_path = latest
         elif cfg.init:  # a warm start: the weights of another run's network, a fresh optimiser
             start = read_checkpoint(cfg.init, fallback=True)  # a damaged latest.pt: its newest intact step
-            load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init))
+            # the future head is training's alone: a warm start may add it (fresh) or drop it
+            load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init), optional=("future_conv.",))
         self.checkpoint_step = self.step
         if self.rank == 0:
             self.metrics.truncate(self.step)  # rows logged after the checkpoint are redone
@@ -446,9 +454,11 @@ class Trainer:
             raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
         if restart and self.index > 0:
             self.epoch, self.index = self.epoch + 1, 0
-        planes = self.cfg.net.planes
-        self.train_dev = train_set.to_device(self.device, planes)
-        self.test_dev = test_set.to_device(self.device, planes) if test_set is not None and len(test_set) else None
+        planes, future = self.cfg.net.planes, self.cfg.net.future_pills
+        self.train_dev = train_set.to_device(self.device, planes, future)
+        self.test_dev = (
+            test_set.to_device(self.device, planes, future) if test_set is not None and len(test_set) else None
+        )
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
         if self.cfg.bootstrap:  # the next decision of each example's game (-1: the game ended)
@@ -478,7 +488,9 @@ class Trainer:
         return self.checkpoint_path
 
     def _row(self, split: str, terms: list[float], lr: float, rate: float) -> dict[str, float]:
-        losses = {k: float(self.metrics.format(v)) for k, v in zip(("loss", *TERMS[1:]), terms)}  # as written
+        losses = {  # as written
+            k: float(self.metrics.format(v)) for k, v in zip(("loss", *TERMS[1:]), terms) if k in self.metrics.columns
+        }
         if self.rank != 0:
             return losses
         self.metrics.append(

@@ -164,7 +164,7 @@ def test_future_head_and_its_loss_by_hand(examples):
     torch.testing.assert_close(terms["future"], per_example[known].mean())
     base = terms["total"] - 0.5 * terms["future"]
     torch.testing.assert_close(base, loss_terms(out._replace(future=None), batch, cfg)["total"])
-    # a network without the head, or a batch without the target: the term is 0
+    # a batch without the target (or, above, an output without the head): the term is 0
     no_target = examples.to_device("cpu", 24).batch(torch.arange(len(examples)))
     assert loss_terms(out, no_target, cfg)["future"].item() == 0
     # play never reads it: the Player leaves it out, and its outputs are the network's

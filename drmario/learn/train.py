@@ -267,8 +267,8 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
     future term: the mean over the examples that have its target)."""
     was_training = model.training
     model.eval()
-    sums = torch.zeros(5, device=device)
-    n, known = len(examples), 0.0
+    sums = torch.zeros(5, device=device)  # won, cleared, duration, moves (x examples), future (x examples with it)
+    n, known = len(examples), torch.zeros((), device=device)
     for s in range(0, n, cfg.batch_size):
         batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
         planes = batch.planes
@@ -277,13 +277,14 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
         with autocast(device, cfg):
             out = model(planes)
         t = loss_terms(out, batch, cfg.net)
-        weight = float(batch.future_known.sum()) if batch.future_known is not None else 0.0
         sums[:4] += torch.stack([t["won"], t["cleared"], t["duration"], t["moves"]]) * len(batch.won)
-        sums[4] += t["future"] * weight
-        known += weight
+        if batch.future_known is not None:  # summed on the device: no host sync per batch
+            with_target = batch.future_known.sum()
+            sums[4] += t["future"] * with_target
+            known += with_target
     model.train(was_training)
     means = sums[:4] / max(n, 1)
-    future = sums[4] / max(known, 1.0)
+    future = sums[4] / known.clamp(min=1)
     reg = cfg.net.reg * weight_norm2(model)
     won, cleared, duration, moves = means
     total = total_loss(won, cleared, duration, moves, reg, cfg.net, future)

@@ -175,6 +175,46 @@ def test_future_head_and_its_loss_by_hand(examples):
     np.testing.assert_allclose(pred.won, expect.won.detach().numpy(), atol=1e-5)
 
 
+def test_next_move_target_is_the_move_of_the_next_decision_in_the_same_game(examples):
+    batch = examples.to_device("cpu", 24, next_move=True).batch(torch.arange(len(examples)))
+    assert batch.next_moves is not None and batch.next_known is not None
+    dense = examples.dense_moves()
+    for i in range(len(examples)):
+        later = np.nonzero((examples.game == examples.game[i]) & (examples.duration == examples.duration[i] - 1))[0]
+        assert bool(batch.next_known[i]) == (len(later) == 1)  # a game's last decision has none
+        expect = dense[later[0]] if len(later) else np.zeros_like(dense[i])
+        np.testing.assert_allclose(batch.next_moves[i].numpy(), expect, atol=1e-6)
+    assert 0 < batch.next_known.float().mean() < 1
+    assert examples.to_device("cpu", 24).batch(torch.arange(4)).next_moves is None  # not asked for, not made
+
+
+def test_next_move_head_and_its_loss_by_hand(examples):
+    torch.manual_seed(0)
+    assert DrMarioNet(NetConfig(**TINY)).next_move_conv is None
+    cfg = NetConfig(**TINY, next_move_weight=0.25)
+    net = DrMarioNet(cfg)
+    batch = examples.to_device("cpu", 24, next_move=True).batch(torch.arange(len(examples)))
+    out = net(batch.planes)
+    assert out.next_log_moves is not None and out.next_log_moves.shape == (len(examples), 4, 8, 16)
+    torch.testing.assert_close(out.next_log_moves.exp().sum(dim=(1, 2, 3)), torch.ones(len(examples)))
+    # uniform over the 512 slots: the cross-entropy is log 512, whatever the target
+    uniform = torch.full_like(out.next_log_moves, -math.log(512))
+    assert loss_terms(out._replace(next_log_moves=uniform), batch, cfg)["next"].item() == pytest.approx(math.log(512))
+    # the mean over the examples with a next decision; a game's last decision does not count
+    per_example = -(batch.next_moves * out.next_log_moves).sum(dim=(1, 2, 3))
+    terms = loss_terms(out, batch, cfg)
+    torch.testing.assert_close(terms["next"], per_example[batch.next_known].mean())
+    base = terms["total"] - 0.25 * terms["next"]
+    torch.testing.assert_close(base, loss_terms(out._replace(next_log_moves=None), batch, cfg)["total"])
+    no_target = examples.to_device("cpu", 24).batch(torch.arange(len(examples)))
+    assert loss_terms(out, no_target, cfg)["next"].item() == 0
+    # play never reads it
+    player = Player(net)
+    assert player.module.next_move_conv is None and net.next_move_conv is not None
+    pred = player.evaluate(examples.cells[:8], examples.pills[:8], examples.previews[:8])
+    np.testing.assert_allclose(pred.won, net.eval()(batch.planes[:8]).won.detach().numpy(), atol=1e-5)
+
+
 def dm_batch(won, cleared, duration, moves):
     from drmario.learn.dataset import Batch
 
@@ -211,11 +251,11 @@ def test_loss_matches_plain_torch(examples, head):
     assert terms["reg"].requires_grad  # the regulariser acts through the loss
 
 
-@pytest.mark.parametrize("future_pills", [0, 2])
+@pytest.mark.parametrize("aux", [{}, {"future_pills": 2}, {"next_move_weight": 0.5}])
 @pytest.mark.parametrize("head", HEADS)
-def test_flops_count_matches_the_layers(head, future_pills):
+def test_flops_count_matches_the_layers(head, aux):
     """The analytic count against multiply-adds counted from the layers that actually run."""
-    cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16, future_pills=future_pills)
+    cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16, **aux)
     net = DrMarioNet(cfg)
     macs = []
 

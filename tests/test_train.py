@@ -386,27 +386,32 @@ def test_a_warm_start_begins_from_the_given_network(tmp_path, examples):
         Trainer(tiny(steps=10, init=str(first.checkpoint), net=NetConfig(filters=4, blocks=1)), tmp_path / "other")
 
 
-def test_a_future_head_logs_its_term_and_a_warm_start_may_add_or_drop_it(tmp_path, examples):
-    future = NetConfig(filters=8, blocks=1, future_pills=2, future_weight=0.5)
-    result = train(tiny(net=future, steps=10), tmp_path / "future", examples)
+def test_auxiliary_heads_log_their_terms_and_a_warm_start_may_add_or_drop_them(tmp_path, examples):
+    aux = NetConfig(filters=8, blocks=1, future_pills=2, future_weight=0.5, next_move_weight=0.25)
+    result = train(tiny(net=aux, steps=10), tmp_path / "aux", examples)
     table = rows(result.metrics)
-    assert list(table[0]) == [*COLUMNS, "future"] and [r["split"] for r in table] == ["train", "train", "test"]
+    assert list(table[0]) == [*COLUMNS, "future", "next"] and [r["split"] for r in table] == ["train", "train", "test"]
     for r in table:
-        loss = sum(float(r[k]) for k in ("won", "cleared", "duration", "moves", "reg")) + 0.5 * float(r["future"])
+        loss = sum(float(r[k]) for k in ("won", "cleared", "duration", "moves", "reg"))
+        loss += 0.5 * float(r["future"]) + 0.25 * float(r["next"])
         assert float(r["loss"]) == pytest.approx(loss, rel=1e-5)
-        assert 0 < float(r["future"]) < 1
-    assert set(result.train) == set(result.test) == {"loss", "won", "cleared", "duration", "moves", "reg", "future"}
+        assert 0 < float(r["future"]) < 1 and 0 < float(r["next"]) < 10  # near log 512 = 6.2 at the start
+    terms = {"loss", "won", "cleared", "duration", "moves", "reg"}
+    assert set(result.train) == set(result.test) == terms | {"future", "next"}
     plain = train(tiny(steps=10), tmp_path / "plain", examples)
-    assert "future" not in plain.train and list(rows(plain.metrics)[0]) == list(COLUMNS)
-    # warm starts: the trunk and heads carry over; a future head is added fresh, or left behind
-    added = Trainer(tiny(net=future, init=str(plain.checkpoint)), tmp_path / "added")
+    assert set(plain.train) == terms and list(rows(plain.metrics)[0]) == list(COLUMNS)
+    only_next = Trainer(tiny(net=NetConfig(filters=8, blocks=1, next_move_weight=1.0)), tmp_path / "next")
+    assert only_next.metrics.columns[-1] == "next" and "future" not in only_next.metrics.columns
+    # warm starts: the trunk and heads carry over; the auxiliary heads are added fresh, or left behind
+    added = Trainer(tiny(net=aux, init=str(plain.checkpoint)), tmp_path / "added")
     dropped = Trainer(tiny(init=str(result.checkpoint)), tmp_path / "dropped")
     for trainer, start in ((added, plain), (dropped, result)):
         saved = read_checkpoint(start.checkpoint)["model"]
         for name, value in trainer.model.state_dict().items():
-            if not name.startswith("future_conv."):
+            if not name.startswith(("future_conv.", "next_move_conv.")):
                 assert torch.equal(value, saved[name]), name
-    assert added.model.future_conv is not None and dropped.model.future_conv is None
+    assert added.model.future_conv is not None and added.model.next_move_conv is not None
+    assert dropped.model.future_conv is None and dropped.model.next_move_conv is None
 
 
 def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, examples):

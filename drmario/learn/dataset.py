@@ -81,6 +81,8 @@ class Batch(NamedTuple):
     legal: torch.Tensor  # bool[B, 4, 8, 16]
     future: torch.Tensor | None = None  # float[B, 8, 16] 1 where a cell is occupied n pills later (None: not asked)
     future_known: torch.Tensor | None = None  # bool[B] whether that board is an example (false: the game ends first)
+    next_moves: torch.Tensor | None = None  # float[B, 4, 8, 16] the next decision's move target (None: not asked)
+    next_known: torch.Tensor | None = None  # bool[B] whether the next decision is an example (0 targets where not)
 
 
 @dataclass
@@ -185,9 +187,13 @@ class ExampleSet:
         return np.unpackbits(self.legal_bits, axis=1, count=N_MOVES).view(bool).reshape(len(self), *MOVES_SHAPE)
 
     def to_device(
-        self, device: str | torch.device = "cpu", n_planes: int = N_PLANES, future_pills: int = 0
+        self,
+        device: str | torch.device = "cpu",
+        n_planes: int = N_PLANES,
+        future_pills: int = 0,
+        next_move: bool = False,
     ) -> DeviceExamples:
-        return DeviceExamples(self, torch.device(device), n_planes, future_pills)
+        return DeviceExamples(self, torch.device(device), n_planes, future_pills, next_move)
 
     @property
     def nbytes(self) -> int:
@@ -198,10 +204,15 @@ class DeviceExamples:
     """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device to
     n_planes input planes (`encode`), and with future_pills > 0 adds the future-board target: which
     cells are occupied future_pills decisions later in the same game (`later_index`; a cell's code
-    there is not empty)."""
+    there is not empty), and with next_move the next decision's move target."""
 
     def __init__(
-        self, examples: ExampleSet, device: torch.device, n_planes: int = N_PLANES, future_pills: int = 0
+        self,
+        examples: ExampleSet,
+        device: torch.device,
+        n_planes: int = N_PLANES,
+        future_pills: int = 0,
+        next_move: bool = False,
     ) -> None:
         def put(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.as_tensor(a, dtype=dtype).to(device)
@@ -220,6 +231,7 @@ class DeviceExamples:
         self.future_index = (
             put(later_index(examples.game, examples.duration, future_pills)) if future_pills else None
         )  # int64[N], -1 where the game ends first
+        self.next_index = put(later_index(examples.game, examples.duration, 1)) if next_move else None
 
     def __len__(self) -> int:
         return len(self.won)
@@ -227,24 +239,35 @@ class DeviceExamples:
     def batch(self, indices: torch.Tensor, dtype: torch.dtype = torch.float32) -> Batch:
         """Expand the examples at indices (a long tensor on this device) into a `Batch`."""
         n = len(indices)
-        moves = torch.zeros(n, N_MOVES, device=self.device)
-        moves.scatter_add_(1, self.move_index[indices], self.move_prob[indices])
+        moves = self._moves(indices)
         legal = (self.legal_bits[indices, :, None] & self._bit) != 0
-        future = future_known = None
+        future = future_known = next_moves = next_known = None
         if self.future_index is not None:
             later = self.future_index[indices]
             future_known = later >= 0
             future = (self.cells[later.clamp(min=0)] != K.EMPTY).float()
+        if self.next_index is not None:
+            later = self.next_index[indices]
+            next_known = later >= 0
+            next_moves = self._moves(later.clamp(min=0)) * next_known[:, None, None, None]
         return Batch(
             planes=planes_torch(self.cells[indices], self.pills[indices], self.previews[indices], self.n_planes, dtype),
             won=self.won[indices],
             cleared=self.cleared[indices],
             duration=self.duration[indices],
-            moves=moves.view(n, *MOVES_SHAPE),
+            moves=moves,
             legal=legal.view(n, *MOVES_SHAPE),
             future=future,
             future_known=future_known,
+            next_moves=next_moves,
+            next_known=next_known,
         )
+
+    def _moves(self, indices: torch.Tensor) -> torch.Tensor:
+        """float[len(indices), 4, 8, 16] the dense move targets of the examples at indices."""
+        moves = torch.zeros(len(indices), N_MOVES, device=self.device)
+        moves.scatter_add_(1, self.move_index[indices], self.move_prob[indices])
+        return moves.view(len(indices), *MOVES_SHAPE)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from drmario.learn.net import NetConfig, NetOutput
 if TYPE_CHECKING:
     from drmario.learn.dataset import Batch
 
-LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "future", "total")
+LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "future", "next", "total")
 COUNT_SCALE = 100.0  # the scale of cleared and duration errors with count_error = "scaled"
 
 
@@ -31,10 +31,12 @@ def total_loss(
     reg: torch.Tensor,
     cfg: NetConfig,
     future: torch.Tensor | float = 0.0,
+    next_move: torch.Tensor | float = 0.0,
 ) -> torch.Tensor:
     """The loss the optimiser sees, from its terms (scalar tensors): value_weight x (won + cleared +
-    duration) + moves + reg + future_weight x future."""
-    return cfg.value_weight * (won + cleared + duration) + moves + reg + cfg.future_weight * future
+    duration) + moves + reg + future_weight x future + next_move_weight x next_move."""
+    aux = cfg.future_weight * future + cfg.next_move_weight * next_move
+    return cfg.value_weight * (won + cleared + duration) + moves + reg + aux
 
 
 def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | None = None) -> dict[str, torch.Tensor]:
@@ -45,8 +47,9 @@ def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | No
     with cfg.count_error = "scaled"); moves: -Σ m·log m̂;
     reg: c ||θ||^2 of net (0 without net); future: with a future head and a batch that carries its
     target, the binary cross-entropy of each cell's occupancy future_pills later, the mean over the
-    cells of the examples whose game lasts that long (0 otherwise); total: `total_loss` (the other
-    terms are reported unweighted).
+    cells of the examples whose game lasts that long (0 otherwise); next: with a next-move head and
+    its target, the cross-entropy of the next decision's move, the mean over the examples that have
+    one (0 otherwise); total: `total_loss` (the other terms are reported unweighted).
     """
     won = (out.won - batch.won).square()
     if cfg.count_error == "relative":
@@ -55,14 +58,14 @@ def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | No
     else:
         cleared = ((out.cleared - batch.cleared) / COUNT_SCALE).square()
         duration = ((out.duration - batch.duration) / COUNT_SCALE).square()
-    # where(): a zero target times a -inf log (masked slot) is 0, not NaN (a NaN target stays NaN)
-    moves = -torch.where(batch.moves != 0, batch.moves * out.log_moves, 0.0).sum(dim=(1, 2, 3))
+    moves = cross_entropy(batch.moves, out.log_moves)
     terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
     reg = torch.zeros((), device=out.won.device) if net is None else cfg.reg * weight_norm2(net)
     terms["reg"] = reg
     terms["future"] = future_term(out, batch)
+    terms["next"] = next_move_term(out, batch)
     terms["total"] = total_loss(
-        terms["won"], terms["cleared"], terms["duration"], terms["moves"], reg, cfg, terms["future"]
+        terms["won"], terms["cleared"], terms["duration"], terms["moves"], reg, cfg, terms["future"], terms["next"]
     )
     return terms
 
@@ -74,3 +77,17 @@ def future_term(out: NetOutput, batch: Batch) -> torch.Tensor:
     per_cell = F.binary_cross_entropy_with_logits(out.future, batch.future, reduction="none")
     known = batch.future_known.float()
     return (per_cell.mean(dim=(1, 2)) * known).sum() / known.sum().clamp(min=1)
+
+
+def next_move_term(out: NetOutput, batch: Batch) -> torch.Tensor:
+    """The next-move loss of `loss_terms` (a scalar tensor; 0 without the head or the target)."""
+    if out.next_log_moves is None or batch.next_moves is None or batch.next_known is None:
+        return torch.zeros((), device=out.won.device)
+    known = batch.next_known.float()
+    return (cross_entropy(batch.next_moves, out.next_log_moves) * known).sum() / known.sum().clamp(min=1)
+
+
+def cross_entropy(target: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+    """-sum target * log_p per example (float[B] from float[B, 4, 8, 16] each)."""
+    # where(): a zero target times a -inf log (masked slot) is 0, not NaN (a NaN target stays NaN)
+    return -torch.where(target != 0, target * log_p, 0.0).sum(dim=(1, 2, 3))

@@ -13,6 +13,9 @@ Heads (`NetConfig.head`):
 With ``future_pills`` > 0 a fourth, auxiliary head (any of the three) reads the trunk: a 1x1
 convolution to one plane, the logits of each cell being occupied that many pills later in the game.
 Only the loss reads it, as KataGo's ownership head teaches its trunk where the game is going.
+With ``next_move_weight`` > 0 another one, a 1x1 convolution to 4 planes (as the conv head's moves),
+predicts the move of the game's next decision: where the preview pill goes, KataGo's opponent-move
+target in a one-player game.
 
 Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, the
 design's 18, or 28 with the expert's one-ply preference; `NetConfig.planes`); outputs `NetOutput`:
@@ -90,6 +93,13 @@ class NetConfig(Settings):
         le=64,
     )
     future_weight: float = setting(1.0, "weight of the future-board term (binary cross-entropy, mean over cells)", ge=0)
+    next_move_weight: float = setting(
+        0.0,
+        "auxiliary target (KataGo's opponent move, in a one-player game): a 1x1-conv head on the trunk predicts the"
+        " move of the game's next decision, where the preview pill goes (training only); the weight of its"
+        " cross-entropy in the loss; 0: no such head",
+        ge=0,
+    )
 
     def check(self) -> list[str]:
         return [
@@ -108,6 +118,7 @@ class NetOutput(NamedTuple):
     moves: torch.Tensor  # [B, 4, 8, 16], sums to 1 (0 on masked slots)
     log_moves: torch.Tensor  # [B, 4, 8, 16], log of moves computed stably (-inf on masked slots)
     future: torch.Tensor | None = None  # [B, 8, 16] logits of "occupied future_pills later" (None: no such head)
+    next_log_moves: torch.Tensor | None = None  # [B, 4, 8, 16] log-probabilities of the next decision's move
 
 
 def heads_to_outputs(scalars: torch.Tensor, score: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
@@ -194,6 +205,7 @@ class DrMarioNet(nn.Module):
         else:  # a new head needs its branch here, in `heads`, `value_head` and `flops_per_position`
             raise NotImplementedError(f"head {cfg.head!r}: DrMarioNet has no branch for it")
         self.future_conv = nn.Conv2d(f, 1, 1) if cfg.future_pills else None
+        self.next_move_conv = nn.Conv2d(f, 4, 1) if cfg.next_move_weight else None
 
     def forward(self, planes: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
         """planes float[B, cfg.planes, 8, 16]; legal bool[B, 4, 8, 16] masks the moves (None: none masked)."""
@@ -201,6 +213,9 @@ class DrMarioNet(nn.Module):
         out = self.heads(x, legal)
         if self.future_conv is not None:
             out = out._replace(future=self.future_conv(x).float().squeeze(1))
+        if self.next_move_conv is not None:  # over all 512 slots: the next decision's legal moves are not known here
+            logits = self.next_move_conv(x).float()
+            out = out._replace(next_log_moves=logits.flatten(1).log_softmax(1).view_as(logits))
         return out
 
     def trunk(self, planes: torch.Tensor) -> torch.Tensor:
@@ -285,4 +300,6 @@ def flops_per_position(cfg: NetConfig) -> int:
         raise NotImplementedError(f"head {cfg.head!r}: flops_per_position has no branch for it")
     if cfg.future_pills:
         macs += CELLS * f
+    if cfg.next_move_weight:
+        macs += CELLS * f * 4
     return 2 * macs

@@ -40,7 +40,7 @@ class Player:
         self.chunk = chunk or (8192 if cuda else 1024)
         self.config = net.cfg
         module = copy.deepcopy(net).fuse_bn().to(device=self.device, dtype=self.dtype)
-        module.future_conv = None  # an auxiliary head (NetConfig.future_pills) only training reads
+        module.future_conv = module.next_move_conv = None  # the auxiliary heads: only training reads them
         module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # (torch's stubs)
         self.module = module
         self._forward = torch.compile(module, dynamic=True) if compile else module

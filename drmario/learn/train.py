@@ -60,8 +60,14 @@ from drmario.settings import Settings, setting
 
 COLUMNS: tuple[str, ...] = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
 COLUMNS += ("loss", "won", "cleared", "duration", "moves", "reg")
-TERMS = ("total", "won", "cleared", "duration", "moves", "reg", "future")  # order of the on-device term vectors
-FUTURE_COLUMN = "future"  # logged only by a network with a future head (NetConfig.future_pills)
+TERMS = ("total", "won", "cleared", "duration", "moves", "reg", "future", "next")  # order of the on-device vectors
+
+
+def aux_columns(net: NetConfig) -> tuple[str, ...]:
+    """The auxiliary targets' metrics columns: each logged only by a network with its head."""
+    return ("future",) * bool(net.future_pills) + ("next",) * bool(net.next_move_weight)
+
+
 # config fields that may change between a run and its resumption without a warning
 RESUMABLE = {
     "steps",
@@ -225,7 +231,7 @@ def forward_backward(
     net: torch.nn.Module, batch: Batch, cfg: TrainConfig, model: DrMarioNet, device: torch.device
 ) -> torch.Tensor:
     """Forward and backward of one batch (net may be model compiled). Returns the loss terms
-    float[7] in TERMS order, detached, still on the device."""
+    float[8] in TERMS order, detached, still on the device."""
     planes = batch.planes
     if cfg.channels_last:
         planes = planes.contiguous(memory_format=torch.channels_last)
@@ -263,12 +269,14 @@ def bootstrapped(
 
 @torch.no_grad()
 def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, device: torch.device) -> torch.Tensor:
-    """Mean loss terms over all examples (eval mode), float[7] in TERMS order on the device (the
-    future term: the mean over the examples that have its target)."""
+    """Mean loss terms over all examples (eval mode), float[8] in TERMS order on the device (the
+    auxiliary terms: the mean over the examples that have their target)."""
     was_training = model.training
     model.eval()
-    sums = torch.zeros(5, device=device)  # won, cleared, duration, moves (x examples), future (x examples with it)
-    n, known = len(examples), torch.zeros((), device=device)
+    sums = torch.zeros(
+        6, device=device
+    )  # won, cleared, duration, moves (x examples), future, next (x examples with it)
+    n, known = len(examples), torch.zeros(2, device=device)
     for s in range(0, n, cfg.batch_size):
         batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
         planes = batch.planes
@@ -278,17 +286,18 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
             out = model(planes)
         t = loss_terms(out, batch, cfg.net)
         sums[:4] += torch.stack([t["won"], t["cleared"], t["duration"], t["moves"]]) * len(batch.won)
-        if batch.future_known is not None:  # summed on the device: no host sync per batch
-            with_target = batch.future_known.sum()
-            sums[4] += t["future"] * with_target
-            known += with_target
+        for i, (term, has) in enumerate((("future", batch.future_known), ("next", batch.next_known))):
+            if has is not None:  # summed on the device: no host sync per batch
+                with_target = has.sum()
+                sums[4 + i] += t[term] * with_target
+                known[i] += with_target
     model.train(was_training)
     means = sums[:4] / max(n, 1)
-    future = sums[4] / known.clamp(min=1)
+    aux = sums[4:] / known.clamp(min=1)
     reg = cfg.net.reg * weight_norm2(model)
     won, cleared, duration, moves = means
-    total = total_loss(won, cleared, duration, moves, reg, cfg.net, future)
-    return torch.cat([total[None], means, reg[None], future[None]])
+    total = total_loss(won, cleared, duration, moves, reg, cfg.net, aux[0], aux[1])
+    return torch.cat([total[None], means, reg[None], aux])
 
 
 def drop_expert_planes(batch: Batch, share: float, seed: int, step: int) -> None:
@@ -392,7 +401,7 @@ class Trainer:
         self.ckpt_dir = self.run_dir / "checkpoints"
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / "metrics.csv"
-        self.metrics = MetricsCSV(self.metrics_path, COLUMNS + (FUTURE_COLUMN,) * bool(cfg.net.future_pills), digits=7)
+        self.metrics = MetricsCSV(self.metrics_path, COLUMNS + aux_columns(cfg.net), digits=7)
         self.cuda = device.type == "cuda"
         if self.cuda:
             torch.backends.cudnn.benchmark = True  # fixed batch shapes: let cuDNN pick its fastest kernels
@@ -425,8 +434,9 @@ class Trainer:
             self.checkpoint_path = latest
         elif cfg.init:  # a warm start: the weights of another run's network, a fresh optimiser
             start = read_checkpoint(cfg.init, fallback=True)  # a damaged latest.pt: its newest intact step
-            # the future head is training's alone: a warm start may add it (fresh) or drop it
-            load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init), optional=("future_conv.",))
+            # the auxiliary heads are training's alone: a warm start may add them (fresh) or drop them
+            optional = ("future_conv.", "next_move_conv.")
+            load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init), optional=optional)
         self.checkpoint_step = self.step
         if self.rank == 0:
             self.metrics.truncate(self.step)  # rows logged after the checkpoint are redone
@@ -455,11 +465,10 @@ class Trainer:
             raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
         if restart and self.index > 0:
             self.epoch, self.index = self.epoch + 1, 0
-        planes, future = self.cfg.net.planes, self.cfg.net.future_pills
-        self.train_dev = train_set.to_device(self.device, planes, future)
-        self.test_dev = (
-            test_set.to_device(self.device, planes, future) if test_set is not None and len(test_set) else None
-        )
+        net = self.cfg.net
+        targets = (net.planes, net.future_pills, bool(net.next_move_weight))
+        self.train_dev = train_set.to_device(self.device, *targets)
+        self.test_dev = test_set.to_device(self.device, *targets) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
         if self.cfg.bootstrap:  # the next decision of each example's game (-1: the game ended)

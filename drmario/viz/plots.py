@@ -40,7 +40,7 @@ METRIC_COLUMNS = (
     "moves",
     "reg",
 )
-LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg", "future")  # future: with a future head
+LOSS_TERMS = ("loss", "won", "cleared", "duration", "moves", "reg", "future", "next")  # the last two: auxiliary heads
 X_COLUMNS = ("step", "total_step", "epoch", "samples", "time_s")
 # ... the training curves' x columns ...
 X_LABELS = {

@@ -167,12 +167,6 @@ def test_future_head_and_its_loss_by_hand(examples):
     # a batch without the target (or, above, an output without the head): the term is 0
     no_target = examples.to_device("cpu", 24).batch(torch.arange(len(examples)))
     assert loss_terms(out, no_target, cfg)["future"].item() == 0
-    # play never reads it: the Player leaves it out, and its outputs are the network's
-    player = Player(net)
-    assert player.module.future_conv is None and net.future_conv is not None
-    pred = player.evaluate(examples.cells[:8], examples.pills[:8], examples.previews[:8])
-    expect = net.eval()(batch.planes[:8])
-    np.testing.assert_allclose(pred.won, expect.won.detach().numpy(), atol=1e-5)
 
 
 def test_next_move_target_is_the_move_of_the_next_decision_in_the_same_game(examples):
@@ -208,11 +202,18 @@ def test_next_move_head_and_its_loss_by_hand(examples):
     torch.testing.assert_close(base, loss_terms(out._replace(next_log_moves=None), batch, cfg)["total"])
     no_target = examples.to_device("cpu", 24).batch(torch.arange(len(examples)))
     assert loss_terms(out, no_target, cfg)["next"].item() == 0
-    # play never reads it
-    player = Player(net)
-    assert player.module.next_move_conv is None and net.next_move_conv is not None
+
+
+def test_play_never_reads_the_auxiliary_heads(examples):
+    torch.manual_seed(0)
+    net = DrMarioNet(NetConfig(**TINY, future_pills=2, next_move_weight=0.25))
+    player = Player(net)  # leaves them out; its outputs are the network's
+    assert player.module.future_conv is None and player.module.next_move_conv is None
+    assert net.future_conv is not None and net.next_move_conv is not None
     pred = player.evaluate(examples.cells[:8], examples.pills[:8], examples.previews[:8])
-    np.testing.assert_allclose(pred.won, net.eval()(batch.planes[:8]).won.detach().numpy(), atol=1e-5)
+    expect = net.eval()(batch_of(examples).planes[:8])
+    np.testing.assert_allclose(pred.won, expect.won.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(pred.moves, expect.moves.detach().numpy(), atol=1e-5)
 
 
 def dm_batch(won, cleared, duration, moves):

@@ -169,6 +169,28 @@ def test_wins_first_promotes_more_wins_whatever_the_pills():
         compare(old, old, rule="most-wins")
 
 
+def test_wins_or_pills_lets_significantly_fewer_pills_make_up_for_a_win_or_two():
+    rng = np.random.default_rng(3)
+    base = rng.integers(140, 180, 50)
+    old = records([True] * 45 + [False] * 5, list(base))
+    thriftier = records([True] * 44 + [False] * 6, list(base - 30))  # one win fewer, 30 pills fewer a game
+    assert not compare(thriftier, old).promoted  # the default: one win fewer is enough to stay
+    result = compare(thriftier, old, rule="wins-or-pills")
+    assert (
+        result.promoted
+        and result.wins_p == 1
+        and "wins fewer games (44 against 45), not significantly" in result.reason
+    )
+    assert "uses fewer pills per virus (one-sided p = " in result.reason
+    as_thrifty = records([True] * 44 + [False] * 6, list(base + rng.integers(-3, 4, 50)))  # pills level
+    assert not compare(as_thrifty, old, rule="wins-or-pills").promoted
+    much_fewer = records([True] * 35 + [False] * 15, list(base - 30))  # ten wins fewer: significant (p = 0.002)
+    assert not compare(much_fewer, old, rule="wins-or-pills").promoted
+    # otherwise as wins-and-pills
+    for new in (records([True] * 45 + [False] * 5, list(base + 12)), records([True] * 46 + [False] * 4, list(base))):
+        assert compare(new, old, rule="wins-or-pills").promoted == compare(new, old).promoted
+
+
 def test_records_of_other_games_are_refused():
     with pytest.raises(ValueError, match="not of the same games"):
         compare(records([True], [100], level=20), records([True], [100], level=15))

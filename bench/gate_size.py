@@ -2,8 +2,9 @@
 
 The CPU profile gates each round on 100 games (50 at levels 15 and 20), and a network that wins one
 game fewer is not promoted. This plays every trained round's network of each run alone on a larger
-draw of gating games (`GateConfig` with --games per level; the first G of each level are a draw of G)
-and on evaluation games that no gate and no training used (level 20, --eval-games, --eval-seed),
+draw of gating games (the run's own `GateConfig` with the largest of --sizes games per level; the
+first G of each level are a draw of G) and on evaluation games that no gate and no training used
+(level 20, --eval-games, --eval-seed),
 then replays each run's sequence of gate decisions (round k against the best before it) with every
 rule in --rules at every gate size in --sizes, and compares each decision's pair of networks on the
 evaluation games too (paired: McNemar's exact test on wins; pills per virus on the games both won).

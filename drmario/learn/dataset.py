@@ -204,7 +204,7 @@ class DeviceExamples:
     """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device to
     n_planes input planes (`encode`), and with future_pills > 0 adds the future-board target: which
     cells are occupied future_pills decisions later in the same game (`later_index`; a cell's code
-    there is not empty), and with next_move the next decision's move target."""
+    there is not empty), and with next_move the next decision's move target (`next_index`)."""
 
     def __init__(
         self,
@@ -231,7 +231,8 @@ class DeviceExamples:
         self.future_index = (
             put(later_index(examples.game, examples.duration, future_pills)) if future_pills else None
         )  # int64[N], -1 where the game ends first
-        self.next_index = put(later_index(examples.game, examples.duration, 1)) if next_move else None
+        self.next_move = next_move
+        self._game, self._game_duration = examples.game, examples.duration  # for next_index, when first asked
 
     def __len__(self) -> int:
         return len(self.won)
@@ -246,7 +247,7 @@ class DeviceExamples:
             later = self.future_index[indices]
             future_known = later >= 0
             future = (self.cells[later.clamp(min=0)] != K.EMPTY).float()
-        if self.next_index is not None:
+        if self.next_move:
             later = self.next_index[indices]
             next_known = later >= 0
             next_moves = self._moves(later.clamp(min=0)) * next_known[:, None, None, None]
@@ -262,6 +263,12 @@ class DeviceExamples:
             next_moves=next_moves,
             next_known=next_known,
         )
+
+    @functools.cached_property
+    def next_index(self) -> torch.Tensor:
+        """int64[N] the index of the same game's next decision, -1 where the game ends (`later_index`):
+        the next-move target's, and the trainer's bootstrap's."""
+        return torch.as_tensor(later_index(self._game, self._game_duration, 1)).to(self.device)
 
     def _moves(self, indices: torch.Tensor) -> torch.Tensor:
         """float[len(indices), 4, 8, 16] the dense move targets of the examples at indices."""

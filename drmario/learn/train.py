@@ -49,7 +49,7 @@ from drmario.learn.checkpoint import (
     save_checkpoint,
     step_checkpoints,
 )
-from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, later_index, load_examples
+from drmario.learn.dataset import Batch, DeviceExamples, ExampleSet, load_examples
 from drmario.learn.device import resolve_device
 from drmario.learn.encode import EXPERT_PLANES, N_PLANES
 from drmario.learn.loss import loss_terms, total_loss, weight_norm2
@@ -273,9 +273,8 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
     auxiliary terms: the mean over the examples that have their target)."""
     was_training = model.training
     model.eval()
-    sums = torch.zeros(
-        6, device=device
-    )  # won, cleared, duration, moves (x examples), future, next (x examples with it)
+    # won, cleared, duration, moves (x examples); future, next (x examples with their target)
+    sums = torch.zeros(6, device=device)
     n, known = len(examples), torch.zeros(2, device=device)
     for s in range(0, n, cfg.batch_size):
         batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
@@ -471,8 +470,6 @@ class Trainer:
         self.test_dev = test_set.to_device(self.device, *targets) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
-        if self.cfg.bootstrap:  # the next decision of each example's game (-1: the game ended)
-            self.next_index = torch.as_tensor(later_index(train_set.game, train_set.duration, 1), device=self.device)
 
     def checkpoint(self) -> Path | None:
         """Write step-N.pt and latest.pt (process 0 only, under torchrun)."""
@@ -551,7 +548,7 @@ class Trainer:
             if cfg.expert_plane_dropout:
                 drop_expert_planes(batch, cfg.expert_plane_dropout, cfg.seed, self.step)
             if cfg.bootstrap:
-                later = self.next_index[indices]
+                later = self.train_dev.next_index[indices]  # the same game's next decision (-1: it ended)
                 batch = bootstrapped(model, batch, self.train_dev.batch(later.clamp(min=0)), later >= 0, cfg, device)
             self.index += 1
             lr = opt.param_groups[0]["lr"]

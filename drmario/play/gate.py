@@ -169,15 +169,16 @@ def compare(
     new_wins, old_wins = int(new_won.sum()), int(old_won.sum())
     wins = f"{new_wins} against {old_wins}"
     wins_p = mcnemar_p(b, c)
-    fewer_ppv_p = sign_flip_p(-diffs)
-    if new_wins < old_wins and rule == "wins-or-pills" and wins_p >= alpha and fewer_ppv_p < alpha:
-        promoted = True
+    if new_wins < old_wins:
+        # wins-or-pills: significantly fewer pills per virus may make up for wins not significantly fewer
+        fewer_ppv_p = sign_flip_p(-diffs) if rule == "wins-or-pills" and wins_p >= alpha else 1.0
+        promoted = fewer_ppv_p < alpha
         reason = (
             f"wins fewer games ({wins}), not significantly (McNemar p = {wins_p:.3g} >= {alpha:g}), and uses fewer "
             f"pills per virus (one-sided p = {fewer_ppv_p:.3g} < {alpha:g})"
+            if promoted
+            else f"wins fewer games ({wins})"
         )
-    elif new_wins < old_wins:
-        promoted, reason = False, f"wins fewer games ({wins})"
     elif new_wins > old_wins and rule == "wins-first":
         promoted, reason = True, f"wins more games ({wins}; rule wins-first: pills not weighed)"
     elif worse_p < alpha:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import cast, get_args
 
 from common import report
 
 from drmario.engine.game import GameRecord
 from drmario.play.arena import evaluation_games
-from drmario.play.gate import GateConfig, compare, play_gate
+from drmario.play.gate import GateConfig, GateRule, compare, play_gate
 from drmario.play.lockstep import play_lockstep
 from drmario.run.agents import make_agent
 from drmario.run.rounds import checkpoint_path, read_gate, trained_rounds
@@ -43,11 +44,11 @@ def first_per_level(records: list[GameRecord], n: int) -> list[GameRecord]:
     return out
 
 
-def replay(gating: dict[int, list[GameRecord]], rule: str) -> tuple[list[dict], int]:
+def replay(gating: dict[int, list[GameRecord]], rule: GateRule, alpha: float) -> tuple[list[dict], int]:
     """The run's sequence of gate decisions on these records: each round against the best before it."""
     decisions, best = [], min(gating)
     for k in sorted(gating)[1:]:
-        result = compare(gating[k], gating[best], rule=rule)  # type: ignore[arg-type]
+        result = compare(gating[k], gating[best], alpha=alpha, rule=rule)
         decisions.append({"round": k, "against": best, **result.to_dict()})
         if result.promoted:
             best = k
@@ -55,6 +56,8 @@ def replay(gating: dict[int, list[GameRecord]], rule: str) -> tuple[list[dict], 
 
 
 def summary(records: list[GameRecord]) -> str:
+    """Wins, and pills per virus pooled over the network's own won games (the gate's figure is the mean
+    per-game difference on the games both won)."""
     won = [r for r in records if r.outcome == "won"]
     ppv = sum(r.pills_used for r in won) / max(sum(r.viruses_cleared for r in won), 1)
     return f"{len(won)}/{len(records)}, {ppv:.2f} pills per virus on its won games"
@@ -73,7 +76,14 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    sizes, rules = [int(v) for v in args.sizes.split(",")], args.rules.split(",")
+    sizes, names = [int(v) for v in args.sizes.split(",")], args.rules.split(",")
+    if set(names) - set(get_args(GateRule)) or min(sizes) < 1:  # before hours of games, not after
+        raise SystemExit(
+            f"--rules {args.rules} --sizes {args.sizes}: rules are {', '.join(get_args(GateRule))}; sizes >= 1"
+        )
+    if len({run.resolve().name for run in args.run_dirs}) < len(args.run_dirs):
+        raise SystemExit("the runs' folder names must differ: they name the results")
+    rules = [cast(GateRule, name) for name in names]
     evaluation = evaluation_games([20], args.eval_games, seed=args.eval_seed)
     figures: dict[str, object] = {}
     seconds: dict[str, float] = {}
@@ -93,12 +103,12 @@ def main() -> None:
         out: dict[str, object] = {
             f"r{k}": {"gating": summary(gating[k]), "evaluation": summary(evaluated[k])} for k in gating
         }
-        actual = [read_gate(run, k) or {} for k in sorted(gating)[1:]]  # the run's own decisions, its own games
-        out["the run's gate"] = [f"r{g.get('round')} against r{g.get('against')}: {g.get('reason')}" for g in actual]
+        actual = [g for k in sorted(gating)[1:] if (g := read_gate(run, k))]  # the run's own decisions, its own games
+        out["the run's gate"] = [f"r{g['round']} against r{g['against']}: {g['reason']}" for g in actual]
         bests = []
         for rule in rules:
             for n in sizes:
-                decisions, best = replay({k: first_per_level(v, n) for k, v in gating.items()}, rule)
+                decisions, best = replay({k: first_per_level(v, n) for k, v in gating.items()}, rule, cfg.alpha)
                 for d in decisions:  # the same pair on the evaluation games
                     truth = compare(evaluated[d["round"]], evaluated[d["against"]]).to_dict()
                     d["evaluation"] = {

@@ -7,7 +7,7 @@ import pytest
 
 from drmario.engine.game import GameRecord
 from drmario.engine.level import EVALUATION_SEEDS, GATING_SEEDS, SELFPLAY_SEEDS
-from drmario.play.gate import GateConfig, bootstrap_interval, compare, mcnemar_p, sign_flip_p
+from drmario.play.gate import GateConfig, bootstrap_interval, compare, mcnemar_fewer_p, mcnemar_p, sign_flip_p
 from drmario.run.rounds import (
     GATE_FILE,
     best_checkpoint,
@@ -52,6 +52,8 @@ def test_exact_tests():
     assert mcnemar_p(5, 5) == 1.0
     assert mcnemar_p(9, 1) == pytest.approx(2 * 11 / 1024)  # two-sided binomial: P(X <= 1), n = 10
     assert mcnemar_p(1, 9) == mcnemar_p(9, 1)
+    assert mcnemar_fewer_p(1, 9) == pytest.approx(11 / 1024) and mcnemar_fewer_p(9, 1) == pytest.approx(1 - 1 / 1024)
+    assert mcnemar_fewer_p(0, 0) == 1.0 and mcnemar_fewer_p(2, 9) == pytest.approx(67 / 2048)  # (1 + 11 + 55) / 2^11
     rng = np.random.default_rng(0)
     assert sign_flip_p(rng.normal(1.0, 0.5, 40)) < 0.001  # clearly more
     assert sign_flip_p(rng.normal(-1.0, 0.5, 40)) > 0.99  # clearly less
@@ -182,10 +184,18 @@ def test_wins_or_pills_lets_significantly_fewer_pills_make_up_for_a_win_or_two()
         and "wins fewer games (44 against 45), not significantly" in result.reason
     )
     assert "uses fewer pills per virus (one-sided p = " in result.reason
+    assert result.wins_fewer_p == 0.5 and result.ppv_fewer_p < 0.05  # 0 against 1: P(X <= 0), n = 1
     as_thrifty = records([True] * 44 + [False] * 6, list(base + rng.integers(-3, 4, 50)))  # pills level
-    assert not compare(as_thrifty, old, rule="wins-or-pills").promoted
-    much_fewer = records([True] * 35 + [False] * 15, list(base - 30))  # ten wins fewer: significant (p = 0.002)
-    assert not compare(much_fewer, old, rule="wins-or-pills").promoted
+    level = compare(as_thrifty, old, rule="wins-or-pills")
+    assert not level.promoted and "does not use significantly fewer pills per virus" in level.reason
+    # 2 games won only by the new one against 9 only by the old: two-sided p = 0.065, but fewer wins is
+    # the question, one-sided p = 67 / 2048 = 0.033 < 0.05
+    fewer = records([False] * 9 + [True] * 38 + [False] * 3, list(base - 30))
+    result = compare(fewer, old, rule="wins-or-pills")
+    assert (result.new_only, result.old_only) == (2, 9) and result.wins_p > 0.05
+    assert not result.promoted and result.wins_fewer_p == pytest.approx(67 / 2048)
+    assert "wins fewer games (38 against 45), significantly (one-sided McNemar p = 0.0327 < 0.05)" in result.reason
+    assert np.isnan(result.ppv_fewer_p)  # not tested: the wins decide
     # otherwise as wins-and-pills
     for new in (records([True] * 45 + [False] * 5, list(base + 12)), records([True] * 46 + [False] * 4, list(base))):
         assert compare(new, old, rule="wins-or-pills").promoted == compare(new, old).promoted

@@ -20,8 +20,8 @@ The decision (`GateConfig.rule`):
 - ``wins-first``: promoted when it wins more games, whatever its pills; when it wins as many, as
   above; never when it wins fewer (wins are the first aim, pills per virus the second).
 - ``wins-or-pills``: as ``wins-and-pills``, and also promoted when it wins fewer games but not
-  significantly fewer (McNemar p >= `alpha`) and uses significantly fewer pills per virus (one-sided
-  p < `alpha`). On 100 gating games the strict rules turn on one or two games: replayed on 400
+  significantly fewer (one-sided McNemar p >= `alpha`) and uses significantly fewer pills per virus
+  (one-sided sign-flip p < `alpha`). On 100 gating games the strict rules turn on one or two games: replayed on 400
   (bench/README.md, "How sure is the gate?"), the default turned down a network that used 0.2 fewer
   pills per virus with wins level, on the gating games and on the evaluation games alike.
 
@@ -59,7 +59,7 @@ class GateConfig(Settings):
     alpha: float = setting(
         0.05,
         "one-sided significance of 'the new network uses more pills per virus' (where no game was won by both: "
-        "'clears fewer viruses')",
+        "'clears fewer viruses'); with wins-or-pills also of 'wins fewer games' and 'uses fewer pills per virus'",
         gt=0,
         lt=1,
     )
@@ -110,19 +110,22 @@ class GateResult:
     new_cleared: float  # mean share of the level's viruses cleared, over every game
     old_cleared: float
     cleared_fewer_p: float  # one-sided sign-flip p of "the new one clears fewer viruses"
+    # wins-or-pills, where the new network wins fewer games (NaN where not tested):
+    wins_fewer_p: float = math.nan  # McNemar's exact one-sided p of "the new one wins fewer games"
+    ppv_fewer_p: float = math.nan  # one-sided sign-flip p of "the new one uses fewer pills per virus"
 
     def to_dict(self) -> dict:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
+def mcnemar_fewer_p(b: int, c: int) -> float:
+    """McNemar's exact one-sided test of "b is fewer than c" discordant pairs: P(X <= b), X ~ Binomial(b + c, 1/2)."""
+    return sum(math.comb(b + c, i) for i in range(b + 1)) / 2 ** (b + c)
+
+
 def mcnemar_p(b: int, c: int) -> float:
     """McNemar's exact test: the two-sided binomial p of b against c discordant pairs (p = 1/2)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    return min(1.0, 2 * mcnemar_fewer_p(min(b, c), max(b, c)))
 
 
 def sign_flip_p(diffs: np.ndarray, seed: int = 0, rounds: int = 20000) -> float:
@@ -142,6 +145,11 @@ def bootstrap_interval(values: np.ndarray, seed: int = 0, rounds: int = 5000) ->
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, len(values), size=(rounds, len(values)))].mean(axis=1)
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _against(p: float, alpha: float) -> str:
+    """A p-value beside the level it is judged at: "0.012 < 0.05"."""
+    return f"{p:.3g} {'<' if p < alpha else '>='} {alpha:g}"
 
 
 def compare(
@@ -169,25 +177,28 @@ def compare(
     new_wins, old_wins = int(new_won.sum()), int(old_won.sum())
     wins = f"{new_wins} against {old_wins}"
     wins_p = mcnemar_p(b, c)
-    if new_wins < old_wins:
-        # wins-or-pills: significantly fewer pills per virus may make up for wins not significantly fewer
-        fewer_ppv_p = sign_flip_p(-diffs) if rule == "wins-or-pills" and wins_p >= alpha else 1.0
-        promoted = fewer_ppv_p < alpha
-        reason = (
-            f"wins fewer games ({wins}), not significantly (McNemar p = {wins_p:.3g} >= {alpha:g}), and uses fewer "
-            f"pills per virus (one-sided p = {fewer_ppv_p:.3g} < {alpha:g})"
-            if promoted
-            else f"wins fewer games ({wins})"
-        )
+    wins_fewer_p = ppv_fewer_p = math.nan
+    if new_wins < old_wins and rule != "wins-or-pills":
+        promoted, reason = False, f"wins fewer games ({wins})"
+    elif new_wins < old_wins:  # significantly fewer pills per virus may make up for wins not significantly fewer
+        wins_fewer_p = mcnemar_fewer_p(b, c)
+        promoted = False
+        how = "significantly" if wins_fewer_p < alpha else "not significantly"
+        reason = f"wins fewer games ({wins}), {how} (one-sided McNemar p = {_against(wins_fewer_p, alpha)})"
+        if wins_fewer_p >= alpha:
+            ppv_fewer_p = sign_flip_p(-diffs)
+            promoted = ppv_fewer_p < alpha
+            pills = "uses" if promoted else "does not use significantly"
+            reason += f", and {pills} fewer pills per virus (one-sided p = {_against(ppv_fewer_p, alpha)})"
     elif new_wins > old_wins and rule == "wins-first":
         promoted, reason = True, f"wins more games ({wins}; rule wins-first: pills not weighed)"
     elif worse_p < alpha:
-        promoted, reason = False, f"uses more pills per virus (one-sided p = {worse_p:.3g} < {alpha:g})"
+        promoted, reason = False, f"uses more pills per virus (one-sided p = {_against(worse_p, alpha)})"
     elif not both.any():  # no pills to weigh: the viruses cleared decide
         cleared = f"clears {new_cleared.mean():.1%} of the viruses against {old_cleared.mean():.1%}"
         promoted = fewer_p >= alpha
         fewer = "fewer" if new_cleared.mean() < old_cleared.mean() else "no fewer"
-        verdict = f"{fewer}, one-sided p = {fewer_p:.3g} {'>=' if promoted else '<'} {alpha:g}"
+        verdict = f"{fewer}, one-sided p = {_against(fewer_p, alpha)}"
         reason = f"wins {wins}, none won by both, so the viruses weigh: {cleared} ({verdict})"
     else:
         promoted, reason = True, f"wins at least as many games ({wins}), not significantly more pills per virus"
@@ -210,6 +221,8 @@ def compare(
         new_cleared=float(new_cleared.mean()),
         old_cleared=float(old_cleared.mean()),
         cleared_fewer_p=fewer_p,
+        wins_fewer_p=wins_fewer_p,
+        ppv_fewer_p=ppv_fewer_p,
     )
 
 

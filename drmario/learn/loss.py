@@ -14,7 +14,6 @@ from drmario.learn.net import NetConfig, NetOutput
 if TYPE_CHECKING:
     from drmario.learn.dataset import Batch
 
-LOSS_TERMS = ("won", "cleared", "duration", "moves", "reg", "future", "next", "total")
 COUNT_SCALE = 100.0  # the scale of cleared and duration errors with count_error = "scaled"
 
 

@@ -14,8 +14,8 @@ With ``future_pills`` > 0 a fourth, auxiliary head (any of the three) reads the 
 convolution to one plane, the logits of each cell being occupied that many pills later in the game.
 Only the loss reads it, as KataGo's ownership head teaches its trunk where the game is going.
 With ``next_move_weight`` > 0 another one, a 1x1 convolution to 4 planes (as the conv head's moves),
-predicts the move of the game's next decision: where the preview pill goes, KataGo's opponent-move
-target in a one-player game.
+predicts the move target of the game's next decision (where the preview pill is to go: the expert's
+move or the search's visits there), KataGo's opponent-move target in a one-player game.
 
 Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, the
 design's 18, or 28 with the expert's one-ply preference; `NetConfig.planes`); outputs `NetOutput`:
@@ -96,7 +96,7 @@ class NetConfig(Settings):
     next_move_weight: float = setting(
         0.0,
         "auxiliary target (KataGo's opponent move, in a one-player game): a 1x1-conv head on the trunk predicts the"
-        " move of the game's next decision, where the preview pill goes (training only); the weight of its"
+        " move target of the game's next decision, where the preview pill is to go (training only); the weight of its"
         " cross-entropy in the loss; 0: no such head",
         ge=0,
     )

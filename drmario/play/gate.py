@@ -21,9 +21,9 @@ The decision (`GateConfig.rule`):
   above; never when it wins fewer (wins are the first aim, pills per virus the second).
 - ``wins-or-pills``: as ``wins-and-pills``, and also promoted when it wins fewer games but not
   significantly fewer (one-sided McNemar p >= `alpha`) and uses significantly fewer pills per virus
-  (one-sided sign-flip p < `alpha`). On 100 gating games the strict rules turn on one or two games: replayed on 400
-  (bench/README.md, "How sure is the gate?"), the default turned down a network that used 0.2 fewer
-  pills per virus with wins level, on the gating games and on the evaluation games alike.
+  (one-sided sign-flip p < `alpha`). On 100 gating games the strict rules turn on one or two games:
+  replayed on 400 (bench/README.md, "How sure is the gate?"), the default turned down a network that
+  used 0.2 fewer pills per virus with wins level, on the gating games and on the evaluation games alike.
 
 Round 0's network has nothing to beat and is promoted.
 """
@@ -110,9 +110,9 @@ class GateResult:
     new_cleared: float  # mean share of the level's viruses cleared, over every game
     old_cleared: float
     cleared_fewer_p: float  # one-sided sign-flip p of "the new one clears fewer viruses"
-    # wins-or-pills, where the new network wins fewer games (NaN where not tested):
-    wins_fewer_p: float = math.nan  # McNemar's exact one-sided p of "the new one wins fewer games"
-    ppv_fewer_p: float = math.nan  # one-sided sign-flip p of "the new one uses fewer pills per virus"
+    # wins-or-pills, where the new network wins fewer games (None where not tested):
+    wins_fewer_p: float | None = None  # McNemar's exact one-sided p of "the new one wins fewer games"
+    ppv_fewer_p: float | None = None  # one-sided sign-flip p of "the new one uses fewer pills per virus"
 
     def to_dict(self) -> dict:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -177,7 +177,8 @@ def compare(
     new_wins, old_wins = int(new_won.sum()), int(old_won.sum())
     wins = f"{new_wins} against {old_wins}"
     wins_p = mcnemar_p(b, c)
-    wins_fewer_p = ppv_fewer_p = math.nan
+    wins_fewer_p: float | None = None
+    ppv_fewer_p: float | None = None
     if new_wins < old_wins and rule != "wins-or-pills":
         promoted, reason = False, f"wins fewer games ({wins})"
     elif new_wins < old_wins:  # significantly fewer pills per virus may make up for wins not significantly fewer

@@ -465,9 +465,14 @@ class Trainer:
         if restart and self.index > 0:
             self.epoch, self.index = self.epoch + 1, 0
         net = self.cfg.net
-        targets = (net.planes, net.future_pills, bool(net.next_move_weight))
-        self.train_dev = train_set.to_device(self.device, *targets)
-        self.test_dev = test_set.to_device(self.device, *targets) if test_set is not None and len(test_set) else None
+
+        def on_device(examples: ExampleSet) -> DeviceExamples:
+            return examples.to_device(
+                self.device, n_planes=net.planes, future_pills=net.future_pills, next_move=bool(net.next_move_weight)
+            )
+
+        self.train_dev = on_device(train_set)
+        self.test_dev = on_device(test_set) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
 

@@ -433,6 +433,8 @@ def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, ex
         assert not torch.equal(before(planes).duration, after(planes).duration)
     with pytest.raises(ValueError, match="learn = values: needs init"):
         tiny(learn="values")
+    with pytest.raises(ValueError, match=r"auxiliary heads stay frozen.*net.future_pills = 2"):
+        tiny(learn="values", init=str(first.checkpoint), net=NetConfig(filters=8, blocks=1, future_pills=2))
     with pytest.raises(CheckpointError, match="learn = 'values', not 'all'"):  # its optimiser holds other weights
         Trainer(tiny(steps=20, init=str(first.checkpoint)), tmp_path / "values")
 
@@ -489,8 +491,9 @@ def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_de
     assert (torch.as_tensor(examples.duration)[later.clamp(min=0)] == torch.as_tensor(examples.duration) - 1)[
         later >= 0
     ].all()
+    assert torch.equal(data.next_index, later)  # what the trainer passes
     batch, following = data.batch(idx), data.batch(later.clamp(min=0))
-    mixed = bootstrapped(model, batch, following, later >= 0, cfg, torch.device("cpu"))
+    mixed = bootstrapped(model, batch, data, later, cfg, torch.device("cpu"))
     assert model.training  # back in training mode
     with torch.no_grad():
         predicted = model.eval()(following.planes)

@@ -237,6 +237,10 @@ class DeviceExamples:
     def __len__(self) -> int:
         return len(self.won)
 
+    def planes(self, indices: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """float[B, n_planes, 8, 16] the input planes of the examples at indices (a long tensor on this device)."""
+        return planes_torch(self.cells[indices], self.pills[indices], self.previews[indices], self.n_planes, dtype)
+
     def batch(self, indices: torch.Tensor, dtype: torch.dtype = torch.float32) -> Batch:
         """Expand the examples at indices (a long tensor on this device) into a `Batch`."""
         n = len(indices)
@@ -252,7 +256,7 @@ class DeviceExamples:
             next_known = later >= 0
             next_moves = self._moves(later.clamp(min=0)) * next_known[:, None, None, None]
         return Batch(
-            planes=planes_torch(self.cells[indices], self.pills[indices], self.previews[indices], self.n_planes, dtype),
+            planes=self.planes(indices, dtype),
             won=self.won[indices],
             cleared=self.cleared[indices],
             duration=self.duration[indices],

@@ -159,6 +159,12 @@ class TrainConfig(Settings):
             problems.append("learn = values: needs init, the network whose values are refitted")
         if self.learn == "values" and self.net.head == "design":
             problems.append("learn = values: head 'design' is one layer shared by the moves and the values")
+        if self.learn == "values" and (self.net.future_pills or self.net.next_move_weight):
+            problems.append(
+                "learn = values: the auxiliary heads stay frozen, so their targets would train nothing "
+                f"(net.future_pills = {self.net.future_pills}, net.next_move_weight = {self.net.next_move_weight}): "
+                "set both to 0 (the warm start drops those heads)"
+            )
         if self.expert_plane_dropout and self.net.planes != EXPERT_PLANES:
             problems.append(f"expert_plane_dropout: needs net.planes = {EXPERT_PLANES} (not {self.net.planes})")
         return problems
@@ -244,16 +250,23 @@ def forward_backward(
 
 @torch.no_grad()
 def bootstrapped(
-    model: DrMarioNet, batch: Batch, following: Batch, has_next: torch.Tensor, cfg: TrainConfig, device: torch.device
+    model: DrMarioNet,
+    batch: Batch,
+    examples: DeviceExamples,
+    later: torch.Tensor,
+    cfg: TrainConfig,
+    device: torch.device,
 ) -> Batch:
     """batch with its cleared and duration targets mixed with one-step bootstrapped ones
     (`TrainConfig.bootstrap`): this decision's counts (its targets less the next decision's) plus
-    the model's prediction at the next decision of the same game (following, the batch of those
-    examples; has_next bool[B] false where the game ended, whose targets stay the game's)."""
+    the model's prediction at the next decision of the same game. later int64[B]: that decision's
+    index in examples (`DeviceExamples.next_index`), -1 where the game ended and the targets stay the
+    game's. Only the later decisions' planes and counts are built, not whole batches."""
+    has_next, at = later >= 0, later.clamp(min=0)
     was_training = model.training
     model.eval()  # batch norm's running statistics: the targets do not move with the batch
     with autocast(device, cfg):
-        out = model(following.planes)
+        out = model(examples.planes(at))
     model.train(was_training)
     w = cfg.bootstrap
 
@@ -262,8 +275,8 @@ def bootstrapped(
         return torch.where(has_next, target + w * (later_prediction.float() - later_target), target)
 
     return batch._replace(
-        cleared=mix(batch.cleared, following.cleared, out.cleared),
-        duration=mix(batch.duration, following.duration, out.duration),
+        cleared=mix(batch.cleared, examples.cleared[at], out.cleared),
+        duration=mix(batch.duration, examples.duration[at], out.duration),
     )
 
 
@@ -554,7 +567,7 @@ class Trainer:
                 drop_expert_planes(batch, cfg.expert_plane_dropout, cfg.seed, self.step)
             if cfg.bootstrap:
                 later = self.train_dev.next_index[indices]  # the same game's next decision (-1: it ended)
-                batch = bootstrapped(model, batch, self.train_dev.batch(later.clamp(min=0)), later >= 0, cfg, device)
+                batch = bootstrapped(model, batch, self.train_dev, later, cfg, device)
             self.index += 1
             lr = opt.param_groups[0]["lr"]
             opt.zero_grad(set_to_none=True)

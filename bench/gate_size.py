@@ -2,11 +2,11 @@
 
 The CPU profile gates each round on 100 games (50 at levels 15 and 20), and a network that wins one
 game fewer is not promoted. This plays every trained round's network of each run alone on a larger
-draw of gating games (the run's own `GateConfig` with the largest of --sizes games per level; the
-first G of each level are a draw of G) and on evaluation games that no gate and no training used
-(level 20, --eval-games, --eval-seed),
-then replays each run's sequence of gate decisions (round k against the best before it) with every
-rule in --rules at every gate size in --sizes, and compares each decision's pair of networks on the
+draw of gating games (the run's own `GateConfig` with the largest of --sizes games per level, and
+--levels in place of its levels if given; the first G of each level are a draw of G) and on
+evaluation games that no gate and no training used (level 20, --eval-games, --eval-seed), then
+replays each run's sequence of gate decisions (round k against the best before it) with every rule
+in --rules at every gate size in --sizes, and compares each decision's pair of networks on the
 evaluation games too (paired: McNemar's exact test on wins; pills per virus on the games both won).
 
 Writes bench/results/NAME-MACHINE.json: per run, rule and gate size the decisions and the best
@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("run_dirs", type=Path, nargs="+")
     parser.add_argument("--sizes", default="50,200", help="gate sizes to replay: games per level, comma-separated")
     parser.add_argument("--rules", default="wins-and-pills,wins-or-pills", help="gate rules to replay, comma-separated")
+    parser.add_argument("--levels", default="", help="gating levels, comma-separated ('': each run's own)")
     parser.add_argument("--eval-games", type=int, default=300, help="evaluation games at level 20")
     parser.add_argument("--eval-seed", type=int, default=7, help="draws the evaluation games")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
@@ -84,6 +85,7 @@ def main() -> None:
     if len({run.resolve().name for run in args.run_dirs}) < len(args.run_dirs):
         raise SystemExit("the runs' folder names must differ: they name the results")
     rules = [cast(GateRule, name) for name in names]
+    levels = {"levels": [int(v) for v in args.levels.split(",")]} if args.levels else {}
     evaluation = evaluation_games([20], args.eval_games, seed=args.eval_seed)
     figures: dict[str, object] = {}
     seconds: dict[str, float] = {}
@@ -92,7 +94,7 @@ def main() -> None:
         if first is None:
             raise SystemExit(f"{run}: round 1 has no gate record (train1/gate.json): not a gated run")
         config = first["config"]  # the run's own gate settings
-        cfg = GateConfig.from_dict({**config, "games_per_level": max(sizes)})
+        cfg = GateConfig.from_dict({**config, "games_per_level": max(sizes), **levels})
         gating, evaluated = {}, {}
         for k in trained_rounds(run):
             agent = make_agent(cfg.agent, network=checkpoint_path(run, k))
@@ -124,6 +126,7 @@ def main() -> None:
         "runs": [str(r) for r in args.run_dirs],
         "sizes": sizes,
         "rules": rules,
+        "levels": levels.get("levels", "each run's own"),
         "eval_games": args.eval_games,
         "eval_seed": args.eval_seed,
         "threads": args.threads,

@@ -491,9 +491,9 @@ def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_de
     assert (torch.as_tensor(examples.duration)[later.clamp(min=0)] == torch.as_tensor(examples.duration) - 1)[
         later >= 0
     ].all()
-    assert torch.equal(data.next_index, later)  # what the trainer passes
+    assert torch.equal(data.next_index, later)  # what bootstrapped looks up
     batch, following = data.batch(idx), data.batch(later.clamp(min=0))
-    mixed = bootstrapped(model, batch, data, later, cfg, torch.device("cpu"))
+    mixed = bootstrapped(model, batch, data, idx, cfg, torch.device("cpu"))
     assert model.training  # back in training mode
     with torch.no_grad():
         predicted = model.eval()(following.planes)

@@ -253,15 +253,16 @@ def bootstrapped(
     model: DrMarioNet,
     batch: Batch,
     examples: DeviceExamples,
-    later: torch.Tensor,
+    indices: torch.Tensor,
     cfg: TrainConfig,
     device: torch.device,
 ) -> Batch:
     """batch with its cleared and duration targets mixed with one-step bootstrapped ones
     (`TrainConfig.bootstrap`): this decision's counts (its targets less the next decision's) plus
-    the model's prediction at the next decision of the same game. later int64[B]: that decision's
-    index in examples (`DeviceExamples.next_index`), -1 where the game ended and the targets stay the
-    game's. Only the later decisions' planes and counts are built, not whole batches."""
+    the model's prediction at the next decision of the same game (`DeviceExamples.next_index`; where
+    the game ended the targets stay the game's). indices int64[B]: batch's examples in examples. Only
+    the later decisions' planes and counts are built, not whole batches."""
+    later = examples.next_index[indices]  # the same game's next decision (-1: it ended)
     has_next, at = later >= 0, later.clamp(min=0)
     was_training = model.training
     model.eval()  # batch norm's running statistics: the targets do not move with the batch
@@ -566,8 +567,7 @@ class Trainer:
             if cfg.expert_plane_dropout:
                 drop_expert_planes(batch, cfg.expert_plane_dropout, cfg.seed, self.step)
             if cfg.bootstrap:
-                later = self.train_dev.next_index[indices]  # the same game's next decision (-1: it ended)
-                batch = bootstrapped(model, batch, self.train_dev, later, cfg, device)
+                batch = bootstrapped(model, batch, self.train_dev, indices, cfg, device)
             self.index += 1
             lr = opt.param_groups[0]["lr"]
             opt.zero_grad(set_to_none=True)

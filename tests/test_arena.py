@@ -92,6 +92,9 @@ def test_wilson_interval_values():
     assert wilson(95, 100) == pytest.approx((0.8882, 0.9785), abs=1e-4)
     lo, hi = wilson(np.array([1, 50]), np.array([100, 100]))
     assert lo[0] < 0.01 < hi[0] and lo[1] < 0.5 < hi[1]
+    # exactly 1 at n of n (the closed form rounds to 0.9999999999999999 at 100 and 300 games, below the win rate)
+    for n in (10, 100, 300):
+        assert wilson(n, n)[1] == 1.0 and wilson(0, n)[0] == 0.0
 
 
 def test_the_protocol_plays_evaluation_seeds_under_nes_rules():

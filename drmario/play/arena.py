@@ -116,7 +116,7 @@ def wilson(wins: int | np.ndarray, games: int | np.ndarray, z: float = 1.96) -> 
         p = k / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # the interval holds the win rate: at 0 or n wins the end is exactly 0 or 1, not a rounding error beyond it
+    # the interval holds the win rate: at 0 or n wins the end is exactly 0 or 1, not a rounding error short of it
     return np.clip(np.minimum(centre - half, p), 0, 1), np.clip(np.maximum(centre + half, p), 0, 1)
 
 

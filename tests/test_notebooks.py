@@ -105,6 +105,30 @@ def test_profiles_fit_the_notebooks(path):
             assert set(values) <= set(listed), f"{path.name}: {section} sets {set(values) - set(listed)}"
 
 
+def test_a_profile_starts_from_its_base(tmp_path):
+    cpu, cpu64 = P.load_profile("cpu"), P.load_profile("cpu64")
+    assert cpu64["name"] == "cpu64" and (cpu["train"]["filters"], cpu64["train"]["filters"]) == (32, 64)
+    assert cpu64["train"]["lr"] == cpu["train"]["lr"] and cpu64["round0_data"] == cpu["round0_data"]
+    assert cpu64["next_round"] == {**cpu["next_round"], "dtype": "bfloat16"}
+    assert P.load_profile("cpu")["train"]["filters"] == 32  # the base's dicts were not changed in place
+
+    (tmp_path / "base.yaml").write_text("train:\n  steps: 7\n  lr: 0.1\n")
+    (tmp_path / "child.yaml").write_text("base: base.yaml\ntrain:\n  steps: 9\n")
+    child = P.load_profile(tmp_path / "child.yaml")
+    assert child == {"name": "child", "train": {"steps": 9, "lr": 0.1}}
+
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ValueError, match=r"a\.yaml: its bases form a loop \(.*a\.yaml -> .*b\.yaml -> .*a\.yaml\)"):
+        P.load_profile(tmp_path / "a.yaml")
+    (tmp_path / "lost.yaml").write_text("base: nowhere\n")
+    with pytest.raises(ValueError, match=r"lost\.yaml: base 'nowhere': no profile 'nowhere'"):
+        P.load_profile(tmp_path / "lost.yaml")
+    (tmp_path / "odd.yaml").write_text("base: [cpu]\n")
+    with pytest.raises(ValueError, match=r"odd\.yaml: base must name a profile, got \['cpu'\]"):
+        P.load_profile(tmp_path / "odd.yaml")
+
+
 def test_profile_values_are_checked_before_anything_runs():
     profile = P.load_profile("ci")
     with pytest.raises(SettingsError, match=r"train\.stpes: not a parameter of 02_train; did you mean steps"):

@@ -377,10 +377,19 @@ def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = 
 
 
 def load_profile(path: str | Path) -> dict[str, Any]:
-    """A profile from YAML (or JSON): ``{"name": ..., section: {parameter: value}}``."""
+    """A profile from YAML (or JSON): ``{"name": ..., section: {parameter: value}}``. A profile may
+    start from another (``base: cpu``, a kit profile's name or a path beside it) and set only what
+    differs: its parameters replace the base's one by one."""
+    return _load_profile(path, ())
+
+
+def _load_profile(path: str | Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     import yaml
 
     path = profile_path(path)
+    if path.resolve() in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
+        raise ValueError(f"profile {path}: its bases form a loop ({chain})")
     try:
         data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
@@ -388,10 +397,22 @@ def load_profile(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"profile {path}: expected a mapping of a name and sections, got {type(data).__name__}")
     profile: dict[str, Any] = {"name": data.pop("name", path.stem)}
+    if "base" in data:
+        base = data.pop("base")
+        if not isinstance(base, str):
+            raise ValueError(f"profile {path}: base must name a profile, got {base!r}")
+        if Path(base).suffix and not Path(base).is_absolute():
+            base = str(path.parent / base)  # a base file beside this one
+        try:
+            inherited = _load_profile(base, (*seen, path.resolve()))
+        except FileNotFoundError as e:
+            raise ValueError(f"profile {path}: base {base!r}: {e}") from e
+        profile.update({k: v for k, v in inherited.items() if k != "name"})
     for key, values in data.items():
         if not isinstance(values, dict):
             raise ValueError(f"profile {path}: section {key!r} must be a mapping of parameters")
-        profile[section_of(key)] = dict(values)
+        section = section_of(key)
+        profile[section] = {**profile.get(section, {}), **values}
     return profile
 
 

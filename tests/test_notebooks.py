@@ -150,6 +150,23 @@ def test_profile_values_are_checked_before_anything_runs():
     assert got == ("2024-01-01", "yes", 5)  # YAML would give a date and true; a number stays a number
 
 
+def test_bf16_on_a_cpu_that_would_emulate_it_is_refused_before_anything_runs(monkeypatch):
+    """cpu64 asks bf16 of the CPU: fast with AMX, 12.8 times slower than float32 where torch emulates it."""
+    cpu64 = P.apply_overrides(P.load_profile("cpu64"), ["train.device=cpu"])  # cpu on a GPU machine too
+    for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+        monkeypatch.setattr(torch.cpu, probe, lambda: False)
+    with pytest.raises(SettingsError) as info:
+        R.check_profile(cpu64)
+    asked = [p.split(" on the CPU: ")[0] for p in info.value.problems]
+    assert asked == ["train.cpu_bf16 = True", "next_round.dtype = 'bfloat16'"], info.value
+    assert all("no bf16 instructions" in p and "; set it to " in p for p in info.value.problems)
+    R.check_profile(P.apply_overrides(cpu64, ["train.cpu_bf16=false", "next_round.dtype=float32"]))
+    R.check_profile(P.load_profile("cpu"))  # float32 throughout
+    R.check_profile(cpu64, devices=False)  # the machine is not asked
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    R.check_profile(cpu64)  # an AMX CPU runs it as asked
+
+
 def test_overrides_are_typed_and_dotted():
     profile = P.apply_overrides({"name": "x"}, ["train.steps=500", "02_train.lr=1e-3", "analysis.levels=[0, 4]"])
     assert profile == {"name": "x", "train": {"steps": 500, "lr": 0.001}, "analysis": {"levels": [0, 4]}}

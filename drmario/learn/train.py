@@ -122,7 +122,7 @@ class TrainConfig(Settings):
         False,
         "bf16 autocast on CPU: fast where the CPU has bf16 instructions (AMX, AVX512-BF16; the 64x6 network's "
         "training step on a 2-core Sapphire Rapids Xeon: 1,341 against 589 samples/s at batch 256, bench/net.py); "
-        "not measured on CPUs without them",
+        "emulated without them (a 2-core AMD EPYC: 21 against 274), where profiles and notebooks refuse it",
     )
     channels_last: bool = setting(
         True,

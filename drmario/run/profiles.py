@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from drmario.baselines import DQNConfig, TDConfig
-from drmario.learn.device import device_problem
+from drmario.learn.device import cpu_bf16_problem, device_problem, resolve_device
 from drmario.learn.train import TrainConfig
 from drmario.play.arena import EvalConfig
 from drmario.play.gate import GateConfig
@@ -306,13 +306,34 @@ def build(section: str, values: Mapping[str, Any], where: str | None = None, dev
     except SettingsError as e:
         by_path = {leaf.path: name for name, leaf in known.items()}
         raise SettingsError(where, [_flat_name(problem, by_path) for problem in e.problems]) from None
-    leaf = known.get("device")
-    if devices and leaf is not None:  # a device this machine lacks fails now, not minutes into a run
-        value: Any = functools.reduce(lambda d, key: d[key], leaf.path.split("."), settings.to_dict())
-        problem = device_problem(str(value))
-        if problem:
-            raise SettingsError(where, [f"device = {value!r}: {problem}"])
+    problems = machine_problems(known, settings.to_dict()) if devices else []
+    if problems:  # what this machine cannot run, or would run emulated, fails now, not minutes into a run
+        raise SettingsError(where, problems)
     return settings
+
+
+# bf16 settings on the CPU and the value each should have there without bf16 instructions
+_CPU_BF16 = {"cpu_bf16": (True, "false"), "dtype": ("bfloat16", "float32")}
+
+
+def machine_problems(known: Mapping[str, SettingInfo], nested: Mapping[str, Any]) -> list[str]:
+    """What a section's settings (nested values) ask of this machine that it lacks: a device, or
+    bfloat16 on a CPU that would emulate it (`device.cpu_bf16_problem`)."""
+
+    def value(name: str) -> Any:
+        return functools.reduce(lambda d, key: d[key], known[name].path.split("."), nested)
+
+    if "device" not in known:
+        return []
+    device = str(value("device"))
+    problem = device_problem(device)
+    if problem:
+        return [f"device = {device!r}: {problem}"]
+    asked = [name for name, (bf16, _) in _CPU_BF16.items() if name in known and value(name) == bf16]
+    slow = cpu_bf16_problem() if asked and resolve_device(device).type == "cpu" else None
+    if slow is None:
+        return []
+    return [f"{name} = {value(name)!r} on the CPU: {slow}; set it to {_CPU_BF16[name][1]}" for name in asked]
 
 
 def _unknown(name: str, stem: str, known: list[str]) -> str:

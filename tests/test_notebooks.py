@@ -152,7 +152,7 @@ def test_profile_values_are_checked_before_anything_runs():
 
 def test_bf16_on_a_cpu_that_would_emulate_it_is_refused_before_anything_runs(monkeypatch):
     """cpu64 asks bf16 of the CPU: fast with AMX, 12.8 times slower than float32 where torch emulates it."""
-    cpu64 = P.apply_overrides(P.load_profile("cpu64"), ["train.device=cpu"])  # cpu on a GPU machine too
+    cpu64 = P.load_profile("cpu64")  # its training and self-play on the CPU
     for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
         monkeypatch.setattr(torch.cpu, probe, lambda: False)
     with pytest.raises(SettingsError) as info:

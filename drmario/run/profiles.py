@@ -306,7 +306,7 @@ def build(section: str, values: Mapping[str, Any], where: str | None = None, dev
     except SettingsError as e:
         by_path = {leaf.path: name for name, leaf in known.items()}
         raise SettingsError(where, [_flat_name(problem, by_path) for problem in e.problems]) from None
-    problems = machine_problems(known, settings.to_dict()) if devices else []
+    problems = _machine_problems(known, settings.to_dict()) if devices else []
     if problems:  # what this machine cannot run, or would run emulated, fails now, not minutes into a run
         raise SettingsError(where, problems)
     return settings
@@ -316,7 +316,7 @@ def build(section: str, values: Mapping[str, Any], where: str | None = None, dev
 _CPU_BF16 = {"cpu_bf16": (True, "false"), "dtype": ("bfloat16", "float32")}
 
 
-def machine_problems(known: Mapping[str, SettingInfo], nested: Mapping[str, Any]) -> list[str]:
+def _machine_problems(known: Mapping[str, SettingInfo], nested: Mapping[str, Any]) -> list[str]:
     """What a section's settings (nested values) ask of this machine that it lacks: a device, or
     bfloat16 on a CPU that would emulate it (`device.cpu_bf16_problem`)."""
 

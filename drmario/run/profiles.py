@@ -293,7 +293,7 @@ def parameters(section: str) -> dict[str, SettingInfo]:
 def build(section: str, values: Mapping[str, Any], where: str | None = None, devices: bool = True) -> Settings:
     """The settings of a section's notebook from flat parameter values (the rest: defaults).
     Raises `SettingsError` listing every unknown name and every bad value, by parameter name, and
-    with devices, every device this machine lacks."""
+    with devices, a device this machine lacks or bf16 its CPU would emulate (`_machine_problems`)."""
     known = parameters(section)
     stem = NOTEBOOKS[section].stem
     where = where or stem
@@ -376,7 +376,7 @@ PIPELINE_STAND_INS = {
 
 def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = True) -> None:
     """Every section of a profile must build its notebook's settings (names, types, ranges, and
-    with devices the devices of this machine: of every section, or of those named), and set nothing
+    with devices what this machine can run: of every section, or of those named), and set nothing
     the pipeline sets itself. Raises `SettingsError` listing every problem."""
     problems = []
     stand_ins = dict(PIPELINE_STAND_INS)

@@ -31,7 +31,7 @@ Measured with the shipped network and 100 simulations at level 20, it saves pill
 into more end games it cannot finish (5 of 100 evaluation games at the pill cap, against 2), so it
 is an option, not the default.
 
-The option **discounted** (the value idea of seed note 002) is gamma ** p for a win and 0
+The option **discounted** (the value idea of design note 002) is gamma ** p for a win and 0
 otherwise. With a network the utility is its expectation under the predicted P(win) = (won + 1) / 2,
 with the pills actually placed along the path plus the leaf's predicted rest (`expected_utility`).
 The settings travel to compiled code as one float64 array (`Utility.params`); the centre travels

@@ -400,6 +400,15 @@ def test_a_failed_generate_does_not_block_its_corrected_rerun(checkpoint, tmp_pa
     assert json.loads((tmp_path / "shipped" / "selfplay.json").read_text())["network"].endswith("small.pt")
 
 
+def test_generate_names_a_flag_its_mode_never_reads(tmp_path, capsys):
+    args = ["generate", str(tmp_path / "run"), "--mode", "expert", "--games", "1", "--max-pills", "3", "--no-progress"]
+    assert main([*args, "--simulations", "400", "--set", "c_puct=2"]) == 0  # noted, and run
+    assert capsys.readouterr().err.splitlines() == [
+        "unread setting, --simulations 400: mode 'expert' does not read it",
+        "unread setting, --c-puct 2: mode 'expert' does not read it (mode puct's setting)",
+    ]
+
+
 def test_a_key_given_twice_in_a_settings_file_is_named_with_both_lines(tmp_path, capsys):
     config = tmp_path / "eval.yaml"
     config.write_text("games_per_level: 2\nlevels: [0]\nlevels: [4]\n")

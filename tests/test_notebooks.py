@@ -99,10 +99,28 @@ def test_profiles_fit_the_notebooks(path):
     assert profile["name"] == path.stem
     assert set(profile) <= {"name", *R.NOTEBOOKS}
     R.check_profile(profile, devices=False)  # the gpu profile names cuda, which CI's machine lacks
+    assert R.unread_settings(profile) == []
     for section, values in profile.items():  # papermill warns of a parameter its cell does not list
         if section != "name":
             listed = notebook_parameters(ROOT / "notebooks" / f"{R.NOTEBOOKS[section].stem}.ipynb")
             assert set(values) <= set(listed), f"{path.name}: {section} sets {set(values) - set(listed)}"
+
+
+def test_settings_a_profile_sets_that_its_mode_never_reads_are_named(tmp_path):
+    # the gpu profile's round 0 once set MCTS settings that its mode, the expert, never reads
+    (tmp_path / "mixed.yaml").write_text("round0_data:\n  mode: expert\n  simulations: 400\n  root_rollouts: 2\n")
+    assert R.unread_settings(R.load_profile(tmp_path / "mixed.yaml")) == [
+        "round0_data.simulations = 400: mode 'expert' does not read it",
+        "round0_data.root_rollouts = 2: mode 'expert' does not read it (mode round0's setting)",
+    ]
+    switched = R.apply_overrides(R.load_profile("cpu"), ["next_round.mode=puct"])  # noted, not refused
+    assert R.unread_settings(switched) == [
+        "next_round.gumbel_noise = 0: mode 'puct' does not read it (mode gumbel's setting)"
+    ]
+    lines: list[str] = []
+    overrides = ["round0_data.c_puct=2"]
+    P.run_pipeline("ci", tmp_path / "run", overrides=overrides, stop_before="01", progress=False, log=lines.append)
+    assert lines[0] == "unread setting, round0_data.c_puct = 2: mode 'expert' does not read it (mode puct's setting)"
 
 
 def test_a_profile_starts_from_its_base(tmp_path):

@@ -1,6 +1,8 @@
 """Search: utility ordering and scale, one-winning-move positions, chance nodes that draw the
 preview, no peeking past it, sequential halving, the improved-policy target, golden root tables."""
 
+import dataclasses
+import inspect
 import json
 from typing import get_args, get_type_hints
 
@@ -26,6 +28,7 @@ from drmario.search import (
     round0_search,
     search,
 )
+from drmario.search.config import MODE_READS, Mode
 from drmario.search.core import merged, pill_distribution, run
 from drmario.search.network import (
     NORMALISE_EPSILON,
@@ -619,3 +622,16 @@ def test_a_fresh_chance_node_draws_the_likeliest_preview_first_and_keeps_to_the_
             tree.c_visits[0, i] += 1
             draws.append(i)
         assert draws[0] == 0 and tree.c_visits[0].tolist() == [2, 1, 1, 0, 0, 0, 0, 0, 0], (seed, draws)
+
+
+@pytest.mark.parametrize("mode", get_args(Mode))
+def test_each_mode_is_given_exactly_the_settings_its_function_takes(mode):
+    config = SearchConfig(mode=mode)
+    bound = config._function()
+    takes = inspect.signature(bound.func).parameters.values()
+    assert set(bound.keywords) == {p.name for p in takes if p.kind is p.KEYWORD_ONLY}
+    fields = {f.name for f in dataclasses.fields(SearchConfig)} - {"mode"}
+    assert set(config.unread()) == fields - set(MODE_READS[mode])  # what it does not read, it is not given
+    assert config.unread().get("puct") == (
+        None if mode == "puct" else f"mode {mode!r} does not read it (mode puct's setting)"
+    )

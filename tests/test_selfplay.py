@@ -102,6 +102,25 @@ def test_bad_settings():
         sp.SelfPlayConfig.from_dict({"gmaes": 3})
 
 
+def test_settings_the_self_play_never_reads_are_named_with_why():
+    expert = sp.SelfPlayConfig(search=SearchConfig(mode="expert"))
+    assert expert.why_unread("search.simulations") == "mode 'expert' does not read it"
+    assert expert.why_unread("search.puct.c_puct") == "mode 'expert' does not read it (mode puct's setting)"
+    assert expert.why_unread("network") == "mode 'expert' uses no network"
+    assert expert.why_unread("search.expert.depth") is None and expert.why_unread("epsilon") is None
+    gumbel = sp.SelfPlayConfig(search=SearchConfig(mode="gumbel"), network="net.pt")
+    assert gumbel.why_unread("search.gumbel.noise") is None and gumbel.why_unread("dtype") is None
+    assert gumbel.why_unread("search.expert.depth") == "mode 'gumbel' does not read it (mode expert's setting)"
+    assert gumbel.replace(labels="expert").why_unread("search.expert.depth") is None  # the labeller's depth
+    assert gumbel.replace(rescue_after=10).why_unread("search.expert.depth") is None  # the rescuer's
+    assert (
+        gumbel.why_unread("fast_simulations") == "not read with full_search_share = 1 (every decision searched in full)"
+    )
+    assert gumbel.replace(full_search_share=0.5).why_unread("fast_simulations") is None
+    assert gumbel.why_unread("temperature") == "not read with temperature_moves = 0 (no move sampled)"
+    assert gumbel.replace(temperature_moves=8).why_unread("temperature") is None
+
+
 def test_worker_processes_give_the_same_games(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4}), one, progress=False)

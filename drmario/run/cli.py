@@ -106,6 +106,11 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
             base = load_yaml(Path(args.config).read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
             raise ValueError(f"--config {args.config}: cannot read it as YAML text: {e}") from e
+    return cls.from_dict(apply_dotted(base, {**given_settings(cls, args), **fixed}, cls.__name__))
+
+
+def given_settings(cls: type[Settings], args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of cls given by flags and --set (dotted path -> value), not by --config."""
     by_name = {leaf.name: leaf for leaf in cls.leaves()}
     by_path = {leaf.path: leaf for leaf in by_name.values()}
     overrides = {k[len(SETTING) :]: v for k, v in vars(args).items() if k.startswith(SETTING)}
@@ -120,7 +125,7 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise SettingsError(cls.__name__, [f"--set {key}: not a setting{hint}"])
         overrides[leaf.path] = read_value(raw, leaf.type, text)  # text settings as typed, as their flags
-    return cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
+    return overrides
 
 
 def at_least(minimum: float, kind: type = int) -> Callable[[str], Any]:
@@ -235,6 +240,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from drmario.run.agents import resolve_checkpoint
 
     cfg = settings_from(SelfPlayConfig, args)
+    flags = {leaf.path: "--" + leaf.name.replace("_", "-") for leaf in SelfPlayConfig.leaves()}
+    for path, value in given_settings(SelfPlayConfig, args).items():  # likely a slip: say so, run anyway
+        why = cfg.why_unread(path)
+        if why:
+            print(f"unread setting, {flags[path]} {value!r}: {why}", file=sys.stderr)
     if cfg.network:  # a shipped network's name, as agent specs take
         cfg = cfg.replace(network=str(resolve_checkpoint(cfg.network)))
     if cfg.network and cfg.workers == 1:  # one process plays with the network (more: one thread each)

@@ -73,6 +73,7 @@ from drmario.run.profiles import (
     check_profile,
     load_profile,
     section_of,
+    unread_settings,
 )
 from drmario.run.rounds import (
     GATE_FILE,
@@ -451,6 +452,8 @@ def run_pipeline(
         profile = load_profile(profile)
     profile = apply_overrides(profile, overrides)
     check_profile(profile, devices=False)  # before anything is written: a refused profile leaves no trace
+    for note in unread_settings(profile):
+        log(f"unread setting, {note}")
     notebooks_dir = Path(notebooks_dir or kit_dir("notebooks"))
     run_dir = Path(run_dir or Path("runs") / str(profile["name"])).resolve()
     steps = plan(profile, run_dir, rounds, baselines)

@@ -379,22 +379,50 @@ def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = 
     with devices what this machine can run: of every section, or of those named), and set nothing
     the pipeline sets itself. Raises `SettingsError` listing every problem."""
     problems = []
-    stand_ins = dict(PIPELINE_STAND_INS)
-    if not profile.get("round0_data", {}).get("value_games"):
-        stand_ins["value_data"] = []
     for section, notebook in NOTEBOOKS.items():
-        values = dict(profile.get(section, {}))
-        for name in notebook.pipeline_sets:
-            if name in values:
-                problems.append(f"{section}.{name}: set by the pipeline, not by a profile")
-            elif name in stand_ins:
-                values[name] = stand_ins[name]
+        given = profile.get(section, {})
+        problems += [
+            f"{section}.{name}: set by the pipeline, not by a profile"
+            for name in notebook.pipeline_sets
+            if name in given
+        ]
+        here = devices if isinstance(devices, bool) else section in devices
         try:
-            build(section, values, devices=devices if isinstance(devices, bool) else section in devices)
+            build(section, _with_stand_ins(profile, section), devices=here)
         except SettingsError as e:
             problems += [f"{section}.{p}" for p in e.problems]
     if problems:
         raise SettingsError(f"profile {profile.get('name')!r}", problems)
+
+
+def unread_settings(profile: Mapping[str, Any]) -> list[str]:
+    """The settings a checked profile (`check_profile`) sets that its notebooks never read, each with
+    why (`SelfPlayConfig.unread`: a search setting beside another ``mode``, a network's without one).
+    Likely a slip, but not refused: a ``--set`` of another mode leaves the profile's settings of the
+    first behind. The pipeline prints them before it runs."""
+    notes = []
+    for section in NOTEBOOKS:
+        selfplay = getattr(build(section, _with_stand_ins(profile, section), devices=False), "selfplay", None)
+        if not isinstance(selfplay, SelfPlayConfig):
+            continue
+        known = parameters(section)
+        for name, value in profile.get(section, {}).items():
+            why = selfplay.why_unread(known[name].path.removeprefix("selfplay."))
+            if why:
+                notes.append(f"{section}.{name} = {value!r}: {why}")
+    return notes
+
+
+def _with_stand_ins(profile: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """A profile's section with stand-ins for what the pipeline sets (`PIPELINE_STAND_INS`)."""
+    stand_ins = dict(PIPELINE_STAND_INS)
+    if not profile.get("round0_data", {}).get("value_games"):
+        stand_ins["value_data"] = []
+    values = dict(profile.get(section, {}))
+    for name in NOTEBOOKS[section].pipeline_sets:
+        if name in stand_ins and name not in values:
+            values[name] = stand_ins[name]
+    return values
 
 
 def load_profile(path: str | Path) -> dict[str, Any]:

@@ -24,6 +24,14 @@ from drmario.settings import Settings, setting
 
 Mode = Literal["expert", "round0", "puct", "gumbel"]
 NO_NETWORK = ("expert", "round0")  # the modes that need no evaluator
+_TREE = ("simulations", "utility", "pill_probs")  # what every tree search reads
+# the settings each mode's function reads: its own section (spread into keyword settings), and the tree's
+MODE_READS: dict[str, tuple[str, ...]] = {
+    "expert": ("expert",),
+    "round0": (*_TREE, "round0"),
+    "puct": (*_TREE, "puct"),
+    "gumbel": (*_TREE, "gumbel"),
+}
 
 
 @dataclass(frozen=True)
@@ -58,16 +66,29 @@ class SearchConfig(Settings):
             return f"expert, depth {self.expert.depth}"
         return f"{self.mode}, {self.simulations} simulations"
 
-    def _function(self) -> Callable[..., Any]:
-        """The mode's function with this config's settings bound."""
-        tree: dict[str, Any] = {"simulations": self.simulations, "utility": self.utility, "pill_probs": self.pill_probs}
-        functions: dict[str, Callable[..., Any]] = {
-            "expert": functools.partial(expert_search, **self.expert.to_dict()),
-            "round0": functools.partial(round0_search, **tree, **self.round0.to_dict()),
-            "puct": functools.partial(puct_steps, **tree, **self.puct.to_dict()),
-            "gumbel": functools.partial(gumbel_steps, **tree, **self.gumbel.to_dict()),
+    def unread(self) -> dict[str, str]:
+        """The settings this mode never reads (field name -> why): another mode's section, and for the
+        expert the tree's. A profile that sets one has likely named the wrong mode (`profiles.unread_settings`)."""
+        reads = MODE_READS[self.mode]
+        return {
+            name: f"mode {self.mode!r} does not read it" + (f" (mode {name}'s setting)" if name in MODE_READS else "")
+            for name in (*_TREE, *MODE_READS)
+            if name not in reads
         }
-        return functions[self.mode]
+
+    def _function(self) -> Callable[..., Any]:
+        """The mode's function with exactly the settings it reads (`MODE_READS`) bound."""
+        functions: dict[str, Callable[..., Any]] = {
+            "expert": expert_search,
+            "round0": round0_search,
+            "puct": puct_steps,
+            "gumbel": gumbel_steps,
+        }
+        settings: dict[str, Any] = {}
+        for name in MODE_READS[self.mode]:
+            value = getattr(self, name)
+            settings.update(value.to_dict() if name == self.mode else {name: value})
+        return functools.partial(functions[self.mode], **settings)
 
     def steps(self, positions: Sequence[Position], seeds: Sequence[int]) -> Steps:
         """A network search (puct, gumbel) as `core.Steps`, to drive with an evaluator."""

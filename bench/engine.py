@@ -136,14 +136,18 @@ def reach_figures(boards: np.ndarray, pills: np.ndarray) -> dict:
     mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
     frames = np.empty((4, K.WIDTH, K.HEIGHT), np.int32)
     legal_mask = np.empty((4, K.WIDTH, K.HEIGHT), np.uint8)
-    for name, index in (("low", 15), ("hi", 31), ("index80", 80)):
+    lost: dict[int, str] = {}  # frames a row -> unreachable/legal, at every speed the NES has
+    for index in np.unique(TK.SPEED_COUNTER, return_index=True)[1]:  # the first index of each speed
         legal = unreachable = 0
         for i in range(len(boards)):
             TK.reachable_into(boards[i], pills[i, 0], pills[i, 1], index, parities[i], mask, frames, work)
             K.legal_mask_into(boards[i], pills[i, 0], pills[i, 1], legal_mask)
             legal += int(legal_mask.sum())
             unreachable += int((legal_mask & ~mask).sum())
-        figures[f"reach_unreachable_legal_midgame_{name}"] = f"{unreachable}/{legal}"
+        lost[int(TK.SPEED_COUNTER[index]) + 1] = f"{unreachable}/{legal}"
+    for name, index in (("low", 15), ("hi", 31), ("index80", 80)):
+        figures[f"reach_unreachable_legal_midgame_{name}"] = lost[int(TK.SPEED_COUNTER[index]) + 1]
+    figures["reach_unreachable_legal_midgame_by_frames_a_row"] = dict(sorted(lost.items(), reverse=True))
     return figures
 
 
@@ -203,7 +207,8 @@ def main() -> None:
             "each spawn's fastest of 50 (empty) or 5 (mid-game) runs, averaged; parity alternating 0/1; "
             "reference: drmc-rl's C planner, 0.21 ms empty and 0.58 ms mid-game (targets: 2x); worst = "
             "the slowest of a sweep over speed indices 0-80 (3 runs, the first 100 mid-game boards); "
-            "unreachable legal counts planes r and r + 2 of same-colour pills separately",
+            "unreachable legal counts planes r and r + 2 of same-colour pills separately, at every speed of the "
+            "NES table (by frames a row: speedCounterTable + 1)",
         },
         figures,
         targets={

@@ -124,6 +124,21 @@ class Settings:
         """Rules that involve several fields; each problem as "name = value: what is wrong"."""
         return []
 
+    def unread(self) -> dict[str, str]:
+        """The settings these never read (dotted path -> why): another search mode's, a switch's that is
+        off. A value given for one is likely a slip, named before a run (`why_unread`). Here the nested
+        settings' own; subclasses add theirs."""
+        unread: dict[str, str] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Settings):
+                unread.update({f"{f.name}.{path}": why for path, why in value.unread().items()})
+        return unread
+
+    def why_unread(self, path: str) -> str | None:
+        """Why the setting at path (dotted: ``search.puct.c_puct``) is never read (`unread`); None when it is."""
+        return next((why for p, why in self.unread().items() if path == p or path.startswith(p + ".")), None)
+
     def to_dict(self) -> dict:
         """JSON-ready: nested settings as dicts, tuples as lists."""
         return json.loads(json.dumps(dataclasses.asdict(self)))  # type: ignore[call-overload]

@@ -400,13 +400,22 @@ def test_a_failed_generate_does_not_block_its_corrected_rerun(checkpoint, tmp_pa
     assert json.loads((tmp_path / "shipped" / "selfplay.json").read_text())["network"].endswith("small.pt")
 
 
-def test_generate_names_a_flag_its_mode_never_reads(tmp_path, capsys):
+def test_a_flag_the_settings_never_read_is_named(tmp_path, capsys):
     args = ["generate", str(tmp_path / "run"), "--mode", "expert", "--games", "1", "--max-pills", "3", "--no-progress"]
     assert main([*args, "--simulations", "400", "--set", "c_puct=2"]) == 0  # noted, and run
     assert capsys.readouterr().err.splitlines() == [
-        "unread setting, --simulations 400: mode 'expert' does not read it",
-        "unread setting, --c-puct 2: mode 'expert' does not read it (mode puct's setting)",
+        "unread setting, simulations = 400: mode 'expert' does not read it",
+        "unread setting, c_puct = 2: mode 'expert' does not read it (mode puct's setting)",
     ]
+    assert main(["evaluate", "--agents", "greedy", "--speed", "hi", *EVAL]) == 0
+    speed = "unread setting, speed = 'hi': not read with timing = 'free' (the speed is for timing 'nes')"
+    assert speed in capsys.readouterr().err
+    assert main(["evaluate", "--agents", "greedy", "--speed", "hi", "--timing", "nes", *EVAL]) == 0
+    assert "unread" not in capsys.readouterr().err
+    assert main(["play", "--agent", "greedy", "--speed", "hi", "--max-pills", "3"]) == 0
+    assert capsys.readouterr().err == speed + "\n"
+    assert main(["play", "--agent", "greedy", "--timing", "nes", "--max-pills", "3"]) == 0  # speed: med
+    assert "unread" not in capsys.readouterr().err
 
 
 def test_a_key_given_twice_in_a_settings_file_is_named_with_both_lines(tmp_path, capsys):

@@ -117,6 +117,11 @@ def test_settings_a_profile_sets_that_its_mode_never_reads_are_named(tmp_path):
     assert R.unread_settings(switched) == [
         "next_round.gumbel_noise = 0: mode 'puct' does not read it (mode gumbel's setting)"
     ]
+    timed = R.apply_overrides(R.load_profile("ci"), ["analysis.speed=hi"])  # the speed without NES timing
+    assert R.unread_settings(timed) == [
+        "analysis.speed = 'hi': not read with timing = 'free' (the speed is for timing 'nes')"
+    ]
+    assert R.unread_settings(R.apply_overrides(timed, ["analysis.timing=nes"])) == []
     lines: list[str] = []
     overrides = ["round0_data.c_puct=2"]
     P.run_pipeline("ci", tmp_path / "run", overrides=overrides, stop_before="01", progress=False, log=lines.append)

@@ -48,6 +48,9 @@ ARENA_COLUMNS = [
 LADDER = [0, 5, 10, 15, 20]
 
 
+SPEED_WITHOUT_TIMING = "not read with timing = 'free' (the speed is for timing 'nes')"
+
+
 @dataclass(frozen=True)
 class EvalConfig(Settings):
     """The evaluation protocol: which games, under which rules."""
@@ -71,6 +74,10 @@ class EvalConfig(Settings):
 
     def check(self) -> list[str]:
         return [] if self.levels else ["levels = []: expected at least one level"]
+
+    def unread(self) -> dict[str, str]:
+        """`Settings.unread`: the speed under free timing."""
+        return super().unread() | ({"speed": SPEED_WITHOUT_TIMING} if self.timing == "free" else {})
 
     def games(self) -> list[GameSpec]:
         """The fixed games of this protocol (`evaluation_games`)."""

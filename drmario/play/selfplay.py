@@ -134,24 +134,17 @@ class SelfPlayConfig(Settings):
         return problems
 
     def unread(self) -> dict[str, str]:
-        """The settings this self-play never reads (dotted path below it -> why): the search's that its
-        mode does not read (`SearchConfig.unread`; the expert's are read for its labels and rescues too),
-        the network's without one, and those of switches that are off."""
-        unread = {f"search.{name}": why for name, why in self.search.unread().items()}
+        """The settings this self-play never reads (`Settings.unread`): the search's that its mode does not
+        read (`SearchConfig.unread`; the expert's are read for its labels and rescues too), and those of
+        switches that are off. (A network given to a mode without one is still checked and loaded.)"""
+        unread = super().unread()
         if self.labels == "expert" or self.rescue_after is not None:
             unread.pop("search.expert", None)
-        if not self.search.needs_network:
-            unread.update(dict.fromkeys(("network", "device", "dtype"), f"mode {self.search.mode!r} uses no network"))
         if self.full_search_share == 1:
             unread["fast_simulations"] = "not read with full_search_share = 1 (every decision searched in full)"
         if self.temperature_moves == 0:
             unread["temperature"] = "not read with temperature_moves = 0 (no move sampled)"
         return unread
-
-    def why_unread(self, path: str) -> str | None:
-        """Why the setting at path (dotted, below this config: ``search.puct.c_puct``) is never read
-        (`unread`); None when it is read."""
-        return next((why for p, why in self.unread().items() if path == p or path.startswith(p + ".")), None)
 
     def game_specs(self) -> list[GameSpec]:
         """Game i: level levels[i % len(levels)], NES seed drawn from (seed, i) among the

@@ -97,7 +97,8 @@ def add_settings(parser: argparse.ArgumentParser, cls: type[Settings], skip: tup
 
 def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -> Any:
     """The settings of cls from --config, the derived flags, --set and fixed (dotted paths), in
-    that order; SettingsError names every bad one."""
+    that order; SettingsError names every bad one. A flag or --set that the settings never read
+    (`Settings.unread`: another search mode's, the speed without NES timing) is named on stderr."""
     import yaml
 
     base: dict = {}
@@ -106,11 +107,6 @@ def settings_from(cls: type[Settings], args: argparse.Namespace, **fixed: Any) -
             base = load_yaml(Path(args.config).read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # a binary file is not UTF-8 text
             raise ValueError(f"--config {args.config}: cannot read it as YAML text: {e}") from e
-    return cls.from_dict(apply_dotted(base, {**given_settings(cls, args), **fixed}, cls.__name__))
-
-
-def given_settings(cls: type[Settings], args: argparse.Namespace) -> dict[str, Any]:
-    """The settings of cls given by flags and --set (dotted path -> value), not by --config."""
     by_name = {leaf.name: leaf for leaf in cls.leaves()}
     by_path = {leaf.path: leaf for leaf in by_name.values()}
     overrides = {k[len(SETTING) :]: v for k, v in vars(args).items() if k.startswith(SETTING)}
@@ -125,7 +121,12 @@ def given_settings(cls: type[Settings], args: argparse.Namespace) -> dict[str, A
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise SettingsError(cls.__name__, [f"--set {key}: not a setting{hint}"])
         overrides[leaf.path] = read_value(raw, leaf.type, text)  # text settings as typed, as their flags
-    return overrides
+    settings = cls.from_dict(apply_dotted(base, {**overrides, **fixed}, cls.__name__))
+    for path, value in overrides.items():  # a flag the settings never read is likely a slip: say so, run anyway
+        why = settings.why_unread(path)
+        if why:
+            print(f"unread setting, {by_path[path].name} = {value!r}: {why}", file=sys.stderr)
+    return settings
 
 
 def at_least(minimum: float, kind: type = int) -> Callable[[str], Any]:
@@ -185,8 +186,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     frame (LRDAB, · for none; X×n: n frames alike, (X Y)×n: a pair of frames n times). The game's
     frame count comes at the end."""
     from drmario.engine.game import Game
+    from drmario.engine.nes_timing import Speed
     from drmario.engine.rules import canonical
     from drmario.engine.timing import NES_FPS, input_path
+    from drmario.play.arena import SPEED_WITHOUT_TIMING
     from drmario.play.lockstep import decision_seed
     from drmario.run.agents import make_agent, network_name
     from drmario.search.core import Position
@@ -197,10 +200,18 @@ def cmd_play(args: argparse.Namespace) -> int:
         set_threads(args.threads)
     agent = make_agent(args.agent, network=args.network, device=args.device, dtype=args.dtype)
     agent.name = network_name(args.agent, args.network)
+    if args.speed and args.timing == "free":
+        print(f"unread setting, speed = {args.speed!r}: {SPEED_WITHOUT_TIMING}", file=sys.stderr)
+    speed_setting: Speed = args.speed or "med"
     game = Game(
-        args.seed, args.level, pill_mode=args.pills, stall_limit=args.stall_limit, timing=args.timing, speed=args.speed
+        args.seed,
+        args.level,
+        pill_mode=args.pills,
+        stall_limit=args.stall_limit,
+        timing=args.timing,
+        speed=speed_setting,
     )
-    timing = f", timing nes at speed {args.speed}" if game.timed else ""
+    timing = f", timing nes at speed {speed_setting}" if game.timed else ""
     print(
         f"{agent.name} plays seed {args.seed}, level {args.level}: {game.viruses_left} viruses, {args.pills} pills"
         f"{timing}"
@@ -240,11 +251,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from drmario.run.agents import resolve_checkpoint
 
     cfg = settings_from(SelfPlayConfig, args)
-    flags = {leaf.path: "--" + leaf.name.replace("_", "-") for leaf in SelfPlayConfig.leaves()}
-    for path, value in given_settings(SelfPlayConfig, args).items():  # likely a slip: say so, run anyway
-        why = cfg.why_unread(path)
-        if why:
-            print(f"unread setting, {flags[path]} {value!r}: {why}", file=sys.stderr)
     if cfg.network:  # a shipped network's name, as agent specs take
         cfg = cfg.replace(network=str(resolve_checkpoint(cfg.network)))
     if cfg.network and cfg.workers == 1:  # one process plays with the network (more: one thread each)
@@ -546,7 +552,7 @@ def _play_args(p: argparse.ArgumentParser) -> None:
         help="free: a pill goes wherever the controls reach at slow speed (time to spare); nes: only where a player "
         "reaches it in time at --speed's real speed, and the game counts its frames (RULES.md)",
     )
-    p.add_argument("--speed", choices=["low", "med", "hi"], default="med", help="the NES speed setting (timing nes)")
+    p.add_argument("--speed", choices=["low", "med", "hi"], help="the NES speed setting (timing nes; default: med)")
     p.add_argument("--stall-limit", type=int, default=None, help="stalemate after this many idle pills (none)")
     p.add_argument("--max-pills", type=at_least(1), default=2000, help="stop the game after this many pills")
     p.add_argument("--rng-seed", type=int, default=0, help="seeds the agent's decisions")

@@ -397,17 +397,14 @@ def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = 
 
 def unread_settings(profile: Mapping[str, Any]) -> list[str]:
     """The settings a checked profile (`check_profile`) sets that its notebooks never read, each with
-    why (`SelfPlayConfig.unread`: a search setting beside another ``mode``, a network's without one).
-    Likely a slip, but not refused: a ``--set`` of another mode leaves the profile's settings of the
-    first behind. The pipeline prints them before it runs."""
+    why (`Settings.unread`: a search setting beside another ``mode``, a network's without one, the
+    speed without NES timing). Likely a slip, but not refused: a ``--set`` of another mode leaves the
+    profile's settings of the first behind. The pipeline prints them before it runs."""
     notes = []
     for section in NOTEBOOKS:
-        selfplay = getattr(build(section, _with_stand_ins(profile, section), devices=False), "selfplay", None)
-        if not isinstance(selfplay, SelfPlayConfig):
-            continue
-        known = parameters(section)
+        settings, known = build(section, _with_stand_ins(profile, section), devices=False), parameters(section)
         for name, value in profile.get(section, {}).items():
-            why = selfplay.why_unread(known[name].path.removeprefix("selfplay."))
+            why = settings.why_unread(known[name].path)
             if why:
                 notes.append(f"{section}.{name} = {value!r}: {why}")
     return notes

@@ -68,9 +68,9 @@ class SearchConfig(Settings):
 
     def unread(self) -> dict[str, str]:
         """The settings this mode never reads (field name -> why): another mode's section, and for the
-        expert the tree's. A profile that sets one has likely named the wrong mode (`profiles.unread_settings`)."""
+        expert the tree's (`Settings.unread`); a profile that sets one has likely named the wrong mode."""
         reads = MODE_READS[self.mode]
-        return {
+        return super().unread() | {
             name: f"mode {self.mode!r} does not read it" + (f" (mode {name}'s setting)" if name in MODE_READS else "")
             for name in (*_TREE, *MODE_READS)
             if name not in reads

@@ -122,6 +122,9 @@ def test_settings_a_profile_sets_that_its_mode_never_reads_are_named(tmp_path):
         "analysis.speed = 'hi': not read with timing = 'free' (the speed is for timing 'nes')"
     ]
     assert R.unread_settings(R.apply_overrides(timed, ["analysis.timing=nes"])) == []
+    assert R.unread_settings(R.apply_overrides(R.load_profile("cpu"), ["round0_data.value_seed=7"])) == [
+        "round0_data.value_seed = 7: not read with value_games = 0"  # the ci profile's value games read it
+    ]
     lines: list[str] = []
     overrides = ["round0_data.c_puct=2"]
     P.run_pipeline("ci", tmp_path / "run", overrides=overrides, stop_before="01", progress=False, log=lines.append)

@@ -10,7 +10,7 @@ import drmario.play.selfplay as sp
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
 from drmario.play.shards import done_games
-from drmario.search import Round0Settings, SearchConfig
+from drmario.search import PuctSettings, Round0Settings, SearchConfig
 
 SETTINGS = dict(
     games=6,
@@ -119,6 +119,17 @@ def test_settings_the_self_play_never_reads_are_named_with_why():
     assert gumbel.replace(full_search_share=0.5).why_unread("fast_simulations") is None
     assert gumbel.why_unread("temperature") == "not read with temperature_moves = 0 (no move sampled)"
     assert gumbel.replace(temperature_moves=8).why_unread("temperature") is None
+    assert gumbel.why_unread("stalemate_won") is None  # the default stall limit ends stalled games
+    assert (
+        gumbel.replace(stall_limit=None).why_unread("stalemate_won")
+        == "not read with stall_limit = None (no stalemates)"
+    )
+    puct = sp.SelfPlayConfig(search=SearchConfig(mode="puct", puct=PuctSettings(dirichlet_fraction=0)), network="n.pt")
+    assert puct.why_unread("search.puct.dirichlet_alpha") == "not read with dirichlet_fraction = 0 (no root noise)"
+    assert (
+        sp.SelfPlayConfig(search=SearchConfig(mode="puct"), network="n.pt").why_unread("search.puct.dirichlet_alpha")
+        is None
+    )
 
 
 def test_worker_processes_give_the_same_games(tmp_path):

@@ -144,6 +144,8 @@ class SelfPlayConfig(Settings):
             unread["fast_simulations"] = "not read with full_search_share = 1 (every decision searched in full)"
         if self.temperature_moves == 0:
             unread["temperature"] = "not read with temperature_moves = 0 (no move sampled)"
+        if self.stall_limit is None:
+            unread["stalemate_won"] = "not read with stall_limit = None (no stalemates)"
         return unread
 
     def game_specs(self) -> list[GameSpec]:

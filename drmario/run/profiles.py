@@ -80,6 +80,10 @@ class Round0Data(Settings):
             return None
         return self.selfplay.replace(games=self.value_games, seed=self.value_seed)
 
+    def unread(self) -> dict[str, str]:
+        """`Settings.unread`: the value games' seed without value games."""
+        return super().unread() | ({} if self.value_games else {"value_seed": "not read with value_games = 0"})
+
     def check(self) -> list[str]:
         problems = []
         if self.value_games and self.value_seed == self.selfplay.seed:

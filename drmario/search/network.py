@@ -93,6 +93,11 @@ class PuctSettings(Settings):
         le=1,
     )
 
+    def unread(self) -> dict[str, str]:
+        """`Settings.unread`: the noise's concentration without root noise."""
+        none = {"dirichlet_alpha": "not read with dirichlet_fraction = 0 (no root noise)"}
+        return super().unread() | (none if self.dirichlet_fraction == 0 else {})
+
 
 @dataclass(frozen=True)
 class GumbelSettings(Settings):

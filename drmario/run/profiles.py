@@ -401,7 +401,7 @@ def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = 
 
 def unread_settings(profile: Mapping[str, Any]) -> list[str]:
     """The settings a checked profile (`check_profile`) sets that its notebooks never read, each with
-    why (`Settings.unread`: a search setting beside another ``mode``, a network's without one, the
+    why (`Settings.unread`: a search setting beside another ``mode``, a switch's that is off, the
     speed without NES timing). Likely a slip, but not refused: a ``--set`` of another mode leaves the
     profile's settings of the first behind. The pipeline prints them before it runs."""
     notes = []

@@ -14,6 +14,7 @@ import pytest
 import torch
 from test_net import real_examples
 
+import drmario.learn.train as train_module
 from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint, save_checkpoint
 from drmario.learn.dataset import Batch
 from drmario.learn.net import NetConfig
@@ -238,7 +239,7 @@ def test_huge_learning_rate_is_caught(tmp_path, examples):
     net = NetConfig(filters=8, blocks=1, head="design")
     result = train(tiny(net=net, optimizer="sgd", lr=10.0, steps=50, log_every=50, eval_every=50), tmp_path, examples)
     # detected at the first sync point (a checkpoint is due at step 10), naming the first bad step
-    assert re.match(r"step [1-9]: non-finite loss \(total=(nan|inf)", result.stopped), result.stopped
+    assert re.match(r"step [1-9]: non-finite (loss \(total=(nan|inf)|gradient norm)", result.stopped), result.stopped
     assert result.step == 10 and result.stopped.endswith("no checkpoint was written")
     assert not (tmp_path / "checkpoints" / "latest.pt").exists()
 
@@ -384,6 +385,21 @@ def test_a_warm_start_begins_from_the_given_network(tmp_path, examples):
     assert not torch.equal(fresh.model.stem.conv.weight, started["stem.conv.weight"])
     with pytest.raises(CheckpointError, match="does not fit"):
         Trainer(tiny(steps=10, init=str(first.checkpoint), net=NetConfig(filters=4, blocks=1)), tmp_path / "other")
+
+
+def test_a_warm_start_killed_before_its_first_checkpoint_logs_its_start_once(tmp_path, examples, monkeypatch):
+    first = train(tiny(steps=10), tmp_path / "first", examples)
+    cfg = tiny(steps=10, init=str(first.checkpoint))
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(train_module, "forward_backward", killed)
+        with pytest.raises(KeyboardInterrupt):  # after the step-0 test row, before any checkpoint
+            train(cfg, tmp_path / "second", examples)
+    result = train(cfg, tmp_path / "second", examples)
+    assert [(r["step"], r["split"]) for r in rows(result.metrics)].count(("0", "test")) == 1
 
 
 def test_auxiliary_heads_log_their_terms_and_a_warm_start_may_add_or_drop_them(tmp_path, examples):
@@ -545,3 +561,27 @@ def test_step_checkpoints_are_ordered_by_number_past_their_padding(tmp_path):
     ]
     prune_steps(tmp_path, 2)  # the newest two stay
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1000000.pt", "step-999500.pt", "step-x.pt"]
+
+
+@pytest.mark.parametrize("mode", ["stop", "skip"])
+def test_nonfinite_gradient_with_a_finite_loss(tmp_path, examples, monkeypatch, mode):
+    """A NaN gradient under a finite loss (a bf16 backward overflowing) is caught as a non-finite
+    loss is: stopped before the checkpoint due at that step, or skipped; never written as weights."""
+    unpatched, calls = train_module.forward_backward, []
+
+    def poisoned_backward(net, batch, cfg, model, device):
+        terms = unpatched(net, batch, cfg, model, device)
+        calls.append(1)
+        if len(calls) == 8:  # step 8, when a checkpoint is due
+            next(model.parameters()).grad[0] = float("nan")
+        return terms
+
+    monkeypatch.setattr(train_module, "forward_backward", poisoned_backward)
+    cfg = tiny(test_fraction=0, steps=12, log_every=4, checkpoint_every=4, on_nonfinite=mode)
+    result = train(cfg, tmp_path, examples)
+    if mode == "stop":
+        assert result.stopped.startswith("step 8: non-finite gradient norm (nan)"), result.stopped
+        assert read_checkpoint(result.checkpoint)["step"] == 4
+    else:
+        assert result.stopped is None and result.skipped == 1 and result.step == 12
+    assert all(torch.isfinite(v).all() for v in read_checkpoint(result.checkpoint)["model"].values())

@@ -148,7 +148,7 @@ class TrainConfig(Settings):
     )
     grad_clip: float = setting(0.0, "max global gradient norm (0: off)", ge=0)
     on_nonfinite: Literal["stop", "skip"] = setting(
-        "stop", "a non-finite loss: stop cleanly and say where, or skip the step (counted)"
+        "stop", "a non-finite loss or gradient: stop cleanly and say where, or skip the step (counted)"
     )
     max_skips: int = setting(100, "skip mode: stop after this many skipped steps", ge=0)
     progress: bool = setting(True, "show a progress bar")
@@ -387,12 +387,17 @@ def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
         )
 
 
-def _nonfinite_message(rows: torch.Tensor, steps: list[int]) -> str | None:
-    """rows float[n, 7] of loss terms for steps; a message about the first non-finite row, if any."""
+def _nonfinite_message(rows: torch.Tensor, steps: list[int], norms: torch.Tensor | None = None) -> str | None:
+    """rows float[n, len(TERMS)] of loss terms and norms float[n] of gradient norms for steps; a
+    message about the first step with a non-finite one, if any. A finite loss can still have a
+    non-finite gradient (a bf16 backward overflowing), which would make every weight NaN."""
     bad = ~torch.isfinite(rows)
-    if not bad.any():
+    bad_norm = ~torch.isfinite(norms) if norms is not None else torch.zeros(len(rows), dtype=torch.bool)
+    if not bad.any() and not bad_norm.any():
         return None
-    i = int(bad.any(dim=1).nonzero()[0, 0])
+    i = int((bad.any(dim=1) | bad_norm.to(bad.device)).nonzero()[0, 0])
+    if not bad[i].any():
+        return f"step {steps[i]}: non-finite gradient norm ({float(norms[i]):.4g})"  # type: ignore[index]
     values = ", ".join(f"{t}={v:.4g}" for t, v, b in zip(TERMS, rows[i].tolist(), bad[i].tolist()) if b)
     return f"step {steps[i]}: non-finite loss ({values})"
 
@@ -401,8 +406,8 @@ class Trainer:
     """A network in training: model, optimiser, schedule and position, living in run_dir.
 
     Made from run_dir/checkpoints/latest.pt when there is one (the run continues), else fresh.
-    `set_data` gives it examples (again whenever they change: the concurrent loop trains on a
-    sliding window), `run(until)` trains up to step `until`, logging and checkpointing as cfg says.
+    `set_data` gives it examples, `run(until)` trains up to step `until`, logging and checkpointing
+    as cfg says.
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path) -> None:
@@ -452,7 +457,8 @@ class Trainer:
             load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init), optional=optional)
         self.checkpoint_step = self.step
         if self.rank == 0:
-            self.metrics.truncate(self.step)  # rows logged after the checkpoint are redone
+            # rows logged after the checkpoint are redone (from scratch: all of them, a warm start's step-0 row too)
+            self.metrics.truncate(self.step if self.step else -1)
             write_atomic(self.run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2) + "\n")
         net: torch.nn.Module = model
         if self.world > 1:
@@ -469,15 +475,12 @@ class Trainer:
         self.test_dev: DeviceExamples | None = None
         self.n_train = self.n_test = 0
 
-    def set_data(self, train_set: ExampleSet, test_set: ExampleSet | None = None, *, restart: bool = False) -> None:
-        """Train on train_set from now on (test rows from test_set). restart: the data changed, so
-        the position moves to the start of the next epoch (whose permutation is of the new data)."""
+    def set_data(self, train_set: ExampleSet, test_set: ExampleSet | None = None) -> None:
+        """Train on train_set (test rows from test_set)."""
         B = self.cfg.batch_size
         self.per_epoch = len(train_set) // B
         if self.per_epoch == 0:
             raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
-        if restart and self.index > 0:
-            self.epoch, self.index = self.epoch + 1, 0
         net = self.cfg.net
 
         def on_device(examples: ExampleSet) -> DeviceExamples:
@@ -554,6 +557,7 @@ class Trainer:
             self._test(opt.param_groups[0]["lr"])
         B = cfg.batch_size
         window = torch.zeros(cfg.log_every, len(TERMS), device=device)  # this log window's per-step terms
+        norms = torch.zeros(cfg.log_every, device=device)  # and gradient norms
         window_steps: list[int] = []
         window_t, paused = time.perf_counter(), 0.0
         stopped = None
@@ -572,21 +576,26 @@ class Trainer:
             lr = opt.param_groups[0]["lr"]
             opt.zero_grad(set_to_none=True)
             terms = forward_backward(self.net, batch, cfg, model, device)
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip) if cfg.grad_clip else None
+            # the gradients' norm (all-reduced under DDP: every process has the same one), clipped or not
+            if cfg.grad_clip:
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            else:
+                norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
             apply = True
             if cfg.on_nonfinite == "skip":  # needs the loss on the host now: one sync per step
-                ok = torch.isfinite(terms).all() & (torch.isfinite(norm) if norm is not None else True)
+                ok = (torch.isfinite(terms).all() & torch.isfinite(norm)).to(torch.int32)
+                if self.world > 1:  # every process skips alike (a process's own loss terms can differ)
+                    torch.distributed.all_reduce(ok, op=torch.distributed.ReduceOp.MIN)
                 apply = bool(ok)
             if apply:
                 opt.step()
                 window[len(window_steps)] = terms
+                norms[len(window_steps)] = norm
                 window_steps.append(self.step + 1)
             else:
                 self.skipped += 1
-                msg = (
-                    _nonfinite_message(terms[None], [self.step + 1])
-                    or f"step {self.step + 1}: non-finite gradient norm"
-                )
+                msg = _nonfinite_message(terms[None], [self.step + 1], norm[None])
+                msg = msg or f"step {self.step + 1}: non-finite in another process"
                 tqdm.write(f"{msg}: step skipped ({self.skipped} so far)")
             with warnings.catch_warnings():  # a skipped first step: the schedule still counts it
                 warnings.filterwarnings("ignore", re.escape("Detected call of `lr_scheduler.step()`"), UserWarning)
@@ -596,7 +605,7 @@ class Trainer:
 
             step = self.step
             if self.skipped > cfg.max_skips:
-                stopped = f"{self.skipped} steps skipped for a non-finite loss (max_skips={cfg.max_skips})"
+                stopped = f"{self.skipped} steps skipped for a non-finite loss or gradient (max_skips={cfg.max_skips})"
             log = step % cfg.log_every == 0 or step == until
             due_eval = self.test_dev is not None and (step % cfg.eval_every == 0 or step == until)
             due_ckpt = step % cfg.checkpoint_every == 0 or step == until
@@ -606,7 +615,7 @@ class Trainer:
                     rows = rows.clone()
                     torch.distributed.all_reduce(rows)
                     rows /= self.world
-                stopped = _nonfinite_message(rows, window_steps)
+                stopped = _nonfinite_message(rows, window_steps, norms[: len(window_steps)])
                 if stopped is None and log and window_steps:
                     now = time.perf_counter()
                     rate = len(window_steps) * B / max(now - window_t - paused, 1e-9)

@@ -1,2 +1,1 @@
-"""Playing: agents, the lockstep game driver, the arena, self-play, batched GPU inference and the
-concurrent self-play/training loop."""
+"""Playing: agents, the lockstep game driver, the arena, self-play and batched GPU inference."""

@@ -21,6 +21,7 @@ from helpers import ctrl_c_as_in_a_terminal
 from drmario.engine.timing import input_path, read_input_path
 from drmario.play.arena import EvalConfig
 from drmario.run import cli
+from drmario.run import profiles as R
 from drmario.run.agents import network_name
 from drmario.run.cli import main
 from drmario.settings import Settings, SettingsError, setting
@@ -147,6 +148,7 @@ def test_evaluate_reuses_its_out_file_when_made_the_same_way(checkpoint, tmp_pat
     first = capsys.readouterr().out
     record = json.loads((tmp_path / "arena.csv.settings.json").read_text())
     assert record["agents"] == ["greedy", f"policy@{checkpoint}"] and record["evaluation"]["games_per_level"] == 2
+    assert record["device"] == "cpu"  # where the network played (auto's dtype: bfloat16 on a GPU)
     played = []
     real = arena_module.arena
     monkeypatch.setattr(arena_module, "arena", lambda *a, **k: played.append(1) or real(*a, **k))
@@ -210,7 +212,7 @@ def test_notebook_values_are_what_papermill_reads(path):
     import papermill as pm
 
     read = {name: ast.literal_eval(p["default"]) for name, p in pm.inspect_notebook(str(path)).items()}
-    assert cli.notebook_values(path.stem) == read and read
+    assert R.notebook_values(path.stem) == read and read
 
 
 def test_output_into_a_closed_pipe_ends_quietly():

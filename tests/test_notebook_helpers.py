@@ -10,6 +10,7 @@ import drmario as dm
 from drmario.learn.checkpoint import save_checkpoint
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.train import TrainResult
+from drmario.play.arena import EvalConfig
 from drmario.run import notebook as N
 from drmario.run import profiles as R
 from drmario.run.rounds import analysis_dir
@@ -60,11 +61,16 @@ def test_earlier_results_reuse_the_games_of_players_without_a_network(tmp_path):
     )
     for name in ("greedy", "policy"):
         (folder / "games" / f"{name}.jsonl").write_text(game.record().to_json() + "\n")
-    rows, records, remaining = N.earlier_results(tmp_path, 1, ["greedy", "policy", "expert"])
+    evaluation = EvalConfig(levels=[0], games_per_level=1, top_level_games=1)
+    assert N.earlier_results(tmp_path, 1, ["greedy"], evaluation)[2] == ["greedy"]  # no evaluation.json: played again
+    N.record_evaluation(folder, evaluation)
+    rows, records, remaining = N.earlier_results(tmp_path, 1, ["greedy", "policy", "expert"], evaluation)
     assert rows["agent"].tolist() == ["greedy"] and list(records) == ["greedy"]
     assert records["greedy"] == [game.record()]
     assert remaining == ["policy", "expert"]  # a network's games are its own round's; expert never played
-    assert N.earlier_results(tmp_path, 0, ["greedy"])[2] == ["greedy"]  # round 0 has no earlier round
+    assert N.earlier_results(tmp_path, 0, ["greedy"], evaluation)[2] == ["greedy"]  # round 0 has no earlier round
+    other = evaluation.replace(max_pills=50)  # other games (or other rules): played again
+    assert N.earlier_results(tmp_path, 1, ["greedy"], other)[2] == ["greedy"]
 
 
 def test_the_worst_predicted_positions_are_ranked_by_the_networks_own_loss():

@@ -31,7 +31,14 @@ from drmario.play.shards import read_records
 from drmario.run import pipeline as P
 from drmario.run import profiles as R
 from drmario.run.cli import main
-from drmario.run.rounds import checkpoint_path, refit_checkpoint, trained_checkpoint
+from drmario.run.rounds import (
+    best_checkpoint,
+    checkpoint_path,
+    played_network,
+    record_analysed_network,
+    refit_checkpoint,
+    trained_checkpoint,
+)
 from drmario.settings import SettingsError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,6 +138,21 @@ def test_settings_a_profile_sets_that_its_mode_never_reads_are_named(tmp_path):
     assert lines[0] == "unread setting, round0_data.c_puct = 2: mode 'expert' does not read it (mode puct's setting)"
 
 
+def test_a_profile_is_checked_against_what_its_notebooks_run_with(tmp_path):
+    """Where a profile sets nothing, a notebook runs with its parameters cell's value, not its settings
+    class's default: 04's cell plays Gumbel (the class: round 0's MCTS), 03's also calibrates mcts-16."""
+    (tmp_path / "p.yaml").write_text(
+        "next_round:\n  gumbel_m: 8\n  c_puct: 2\nanalysis:\n  agents: [random, greedy, policy, net-mcts-16]\n"
+    )
+    profile = P.load_profile(tmp_path / "p.yaml")
+    with pytest.raises(SettingsError, match=r"analysis\.calibration_agents = .*\['mcts-16'\] are not among the agents"):
+        R.check_profile(profile, devices=False)
+    fixed = R.apply_overrides(profile, ["analysis.calibration_agents=[net-mcts-16]"])
+    R.check_profile(fixed, devices=False)
+    assert R.unread_settings(fixed) == ["next_round.c_puct = 2: mode 'gumbel' does not read it (mode puct's setting)"]
+    assert R.section_values(fixed, "next_round")["mode"] == R.notebook_values("04_next_round")["mode"] == "gumbel"
+
+
 def test_a_profile_starts_from_its_base(tmp_path):
     cpu, cpu64 = P.load_profile("cpu"), P.load_profile("cpu64")
     assert cpu64["name"] == "cpu64" and (cpu["train"]["filters"], cpu64["train"]["filters"]) == (32, 64)
@@ -149,6 +171,9 @@ def test_a_profile_starts_from_its_base(tmp_path):
     (tmp_path / "lost.yaml").write_text("base: nowhere\n")
     with pytest.raises(ValueError, match=r"lost\.yaml: base 'nowhere': no profile 'nowhere'"):
         P.load_profile(tmp_path / "lost.yaml")
+    (tmp_path / "typo.yaml").write_text("base: cpu\ntrian:\n  steps: 3\n")
+    with pytest.raises(ValueError, match=r"profile .*typo\.yaml: unknown profile section 'trian'"):
+        P.load_profile(tmp_path / "typo.yaml")
     (tmp_path / "odd.yaml").write_text("base: [cpu]\n")
     with pytest.raises(ValueError, match=r"odd\.yaml: base must name a profile, got \['cpu'\]"):
         P.load_profile(tmp_path / "odd.yaml")
@@ -246,10 +271,10 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     (tmp_path / "train0" / "gate.json").write_text(json.dumps({"promoted": True}))
     (tmp_path / "train1").mkdir()
     (tmp_path / "train1" / "gate.json").write_text(json.dumps({"promoted": False}))
-    assert P.resolved(steps[6], 3).parameters["network"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
+    assert P.resolved(steps[6]).parameters["network"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
     *_, last = P.plan(P.load_profile("ci"), tmp_path, rounds=2, baselines=True)
-    assert last.notebook == "05_baselines"
-    assert P.resolved(last, 2).parameters["checkpoint"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
+    assert last.notebook == "05_baselines" and last.output == tmp_path / "notebooks" / "05_baselines.ipynb"
+    assert P.resolved(last).parameters["checkpoint"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
 
 
 def test_values_refits_need_the_value_games(tmp_path):
@@ -568,15 +593,36 @@ def test_02_run_again_with_more_steps_refits_the_values_again(chain, tmp_path):
 @pytest.mark.slow
 def test_chain_resumes_and_refuses_other_settings(chain, capsys):
     stamps = {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
+    record = (chain / "pipeline.json").read_text()
     lines: list[str] = []
     P.run_pipeline("ci", chain, rounds=2, baselines=True, progress=False, log=lines.append)
     assert all("done already" in line for line in lines) and len(lines) == 7
+    assert (chain / "pipeline.json").read_text() == record  # a call that runs nothing leaves the record (its commit)
     assert stamps == {p: p.stat().st_mtime_ns for p in (chain / "notebooks").glob("*.ipynb")}
     with pytest.raises(ValueError, match=r"holds another run \(train\.steps: 200 -> 7\)"):
         P.run_pipeline("ci", chain, overrides=["train.steps=7"], progress=False)
     args = ["pipeline", "--profile", str(ROOT / "params" / "ci.yaml"), "--run-dir", str(chain), "--no-progress"]
     assert main(args + ["--set", "train.steps=7"]) == 2
     assert "holds another run" in capsys.readouterr().err
+    # the steps a call leaves out (later rounds, 05) bind as well: a shorter call cannot rewrite them
+    with pytest.raises(ValueError, match=r"holds another run \(next_round\.games: \d+ -> 3\)"):
+        P.run_pipeline("ci", chain, overrides=["next_round.games=3"], progress=False)
+    with pytest.raises(ValueError, match=r"holds another run \(baselines\.td_games: \d+ -> 5\)"):
+        P.run_pipeline("ci", chain, rounds=2, overrides=["baselines.td_games=5"], progress=False)
+
+
+@pytest.mark.slow
+def test_05_runs_again_when_the_runs_best_network_changes(chain, tmp_path):
+    """05 played the run's best network (its network.json); when a gate changes which one that is
+    (more rounds, a round gated again), 05 is no longer done."""
+    assert played_network(chain / "baselines")["checkpoint"] == str(best_checkpoint(chain, 2).resolve())
+    run = copy_of_run(chain, tmp_path / "run", ("train0", "train1", "baselines"), "05_*")
+    record_analysed_network(run / "baselines", best_checkpoint(run, 2))  # as if played here
+    last = P.plan(P.load_profile("ci"), run, rounds=2, baselines=True)[-1]
+    assert P.step_done(last)
+    gate = run / "train1" / "gate.json"
+    gate.write_text(json.dumps({**read_json(gate), "promoted": not read_json(gate)["promoted"]}))
+    assert "did not play the run's best network as it is now" in P.step_problem(last)
 
 
 def test_a_run_stops_before_a_notebook(tmp_path):

@@ -63,7 +63,7 @@ def test_interrupted_run_resumes_without_losing_or_duplicating(tmp_path, monkeyp
         sp.generate(sp.SelfPlayConfig(**SETTINGS), broken, progress=False)
     assert done_games(broken) == {0, 1}
     monkeypatch.setattr(sp, "play_shard", real)
-    sp.generate(sp.SelfPlayConfig(**SETTINGS), broken, progress=False)
+    sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "workers": 2}), broken, progress=False)  # resumed on more cores
     assert done_games(broken) == set(range(6))
     assert shard_texts(broken) == shard_texts(whole)
     assert [r.moves for r in sp.read_records(broken)] == [r.moves for r in sp.read_records(whole)]

@@ -279,14 +279,15 @@ def play_shard(
 
 
 def _check_same_settings(path: Path, cfg: SelfPlayConfig) -> None:
-    """ValueError unless the run's stored settings (path) are cfg's, naming each that differs. A
-    setting added to the kit since the run began is absent there and counts as its default, so an
-    interrupted run resumes after an upgrade."""
+    """ValueError unless the run's stored settings (path) are cfg's, naming each that differs, but
+    for the worker processes (how the games are shared out, not which are played: a run begun on 2
+    cores may resume on 16). A setting added to the kit since the run began is absent there and counts as its default,
+    so an interrupted run resumes after an upgrade."""
     try:
         stored = SelfPlayConfig.from_dict(json.loads(path.read_text(encoding="utf-8"))).to_dict()
     except (OSError, ValueError, TypeError) as e:  # unreadable, or a setting the kit no longer has or refuses
         raise ValueError(f"{path}: cannot read the run's settings ({e}); use a new run directory") from e
-    changed = differences(stored, cfg.to_dict())
+    changed = differences({**stored, "workers": cfg.workers}, cfg.to_dict())
     if changed:
         raise ValueError(
             f"{path} holds other settings ({'; '.join(changed)}): use a new run directory or the same settings"

@@ -266,9 +266,12 @@ def _print_arena(table: Any) -> None:
     print("\n" + format_leaderboard(leaderboard(table)))
 
 
-def evaluation_record(specs: list[str], network: str | None, cfg: Any, dtype: str = "auto") -> dict[str, Any]:
+def evaluation_record(
+    specs: list[str], network: str | None, cfg: Any, dtype: str = "auto", device: str | None = None
+) -> dict[str, Any]:
     """What an arena table is made with: the agents, each network file by its digest (a retrained
-    checkpoint at the same path is another agent), the networks' play dtype and the evaluation settings."""
+    checkpoint at the same path is another agent), the networks' play dtype and device type (auto's
+    dtype is bfloat16 on CUDA, float32 on the CPU) and the evaluation settings."""
     from drmario.files import file_sha256
     from drmario.run.agents import TORCH_KINDS, parse_spec, resolve_checkpoint
 
@@ -279,7 +282,12 @@ def evaluation_record(specs: list[str], network: str | None, cfg: Any, dtype: st
         if kind in TORCH_KINDS and source is not None:
             file = resolve_checkpoint(source)
             digests[spec] = file_sha256(file) if file.is_file() else None
-    return {"agents": specs, "network": network, "digests": digests, "dtype": dtype, "evaluation": cfg.to_dict()}
+    record = {"agents": specs, "network": network, "digests": digests, "dtype": dtype, "evaluation": cfg.to_dict()}
+    if digests and device is not None:
+        from drmario.learn.device import resolve_device
+
+        record["device"] = resolve_device(device).type
+    return record
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -298,7 +306,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     specs = [s.strip() for s in args.agents.split(",")]
     check_agents(specs)
     cfg = settings_from(EvalConfig, args)
-    record = evaluation_record(specs, args.network, cfg, args.dtype)
+    record = evaluation_record(specs, args.network, cfg, args.dtype, args.device)
     sidecar = Path(f"{args.out}.settings.json") if args.out else None
     if sidecar and Path(args.out).is_file() and sidecar.is_file() and not args.force:
         try:
@@ -424,7 +432,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run's network with its card (settings, data, steps, arena results, the run's
-    rounds): the best analysed round's unless --round is given."""
+    rounds): unless --round is given, the newest round its gate promoted (in a run without gates,
+    the analysed round that won most: `export.shipped_round`)."""
     from drmario.run.export import card_path, export_network
 
     out = export_network(args.run_dir, args.out, args.round)
@@ -469,35 +478,6 @@ def settings_classes() -> dict[str, type[Settings]]:
     return out
 
 
-def notebook_values(stem: str) -> dict[str, Any]:
-    """The values the kit's notebook assigns in its parameters cell: what it runs with where a
-    profile (or papermill) sets nothing. An assignment that is not a literal is left out."""
-    import ast
-    import json
-
-    from drmario.run.kit import kit_dir
-
-    path = kit_dir("notebooks") / f"{stem}.ipynb"
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    values: dict[str, Any] = {}
-    for cell in cells:
-        if "parameters" not in cell.get("metadata", {}).get("tags", []):
-            continue
-        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        for node in ast.parse(source).body:
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-                name, value = node.target.id, node.value
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                name, value = node.targets[0].id, node.value
-            else:
-                continue
-            try:
-                values[name] = ast.literal_eval(value)
-            except ValueError:
-                continue
-    return values
-
-
 def cmd_settings(args: argparse.Namespace) -> int:
     """List the settings of a component (SearchConfig, TrainConfig, ...) or a notebook (02_train,
     or its profile section, train): flat name, dotted path, type, value and doc. A notebook's values
@@ -516,8 +496,11 @@ def cmd_settings(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    values = notebook_values(stem) if stem else {}
-    if stem:
+    values: dict[str, Any] = {}
+    if stem:  # (a component's settings load without torch; a notebook's import its module)
+        from drmario.run.profiles import notebook_values
+
+        values = notebook_values(stem)
         print(f"{stem}: the values of its parameters cell (a profile or --set overrides them)\n")
     for leaf in cls.leaves():
         path = f" ({leaf.path})" if leaf.path != leaf.name else ""

@@ -344,12 +344,21 @@ def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
     return df.fillna({c: 0 for c in counts}).astype({c: int for c in counts})  # a round without rescues: 0
 
 
+EVALUATION_FILE = "evaluation.json"  # beside an analysis's arena.csv: the evaluation settings it was played with
+
+
+def record_evaluation(out_dir: str | Path, evaluation: EvalConfig) -> None:
+    """Write out_dir/evaluation.json: the settings of the evaluation games an arena table played
+    (`earlier_results` reuses only games played with the same)."""
+    write_atomic(Path(out_dir) / EVALUATION_FILE, json.dumps(evaluation.to_dict(), indent=1) + "\n")
+
+
 def earlier_results(
-    run_dir: str | Path, round: int, specs: Sequence[str]
+    run_dir: str | Path, round: int, specs: Sequence[str], evaluation: EvalConfig
 ) -> tuple[pd.DataFrame, dict[str, list[GameRecord]], list[str]]:
     """The arena rows and game records of the agents without a network that an earlier round's
-    analysis of run_dir already played (same profile, so the same games), and the specs still to
-    play. Returns (rows, records by agent, remaining specs)."""
+    analysis of run_dir already played with the same evaluation settings (`record_evaluation`), so
+    the same games, and the specs still to play. Returns (rows, records by agent, remaining specs)."""
     import pandas as pd
 
     from drmario.engine.game import GameRecord
@@ -357,9 +366,14 @@ def earlier_results(
 
     rows: list[pd.DataFrame] = []
     records: dict[str, list[GameRecord]] = {}
+    wanted = json.loads(json.dumps(evaluation.to_dict()))  # as JSON compares
     for k in range(round):
         folder = analysis_dir(run_dir, k)
-        if not (folder / "arena.csv").exists():
+        try:
+            same = json.loads((folder / EVALUATION_FILE).read_text()) == wanted
+        except (OSError, ValueError):  # none (an analysis made before the file existed) or damaged: play again
+            same = False
+        if not same or not (folder / "arena.csv").exists():
             continue
         table = pd.read_csv(folder / "arena.csv")
         for spec in specs:

@@ -55,6 +55,7 @@ from typing import Any
 from drmario.files import (
     LOCK_NAME,
     RunError,
+    file_sha256,
     lock_run_dir,
     parent_death_signal,
     remove_stray_temp,
@@ -66,13 +67,14 @@ from drmario.run.kit import ROOT, kit_dir
 from drmario.run.profiles import (
     NOTEBOOKS,
     PATH_PARAMETERS,
-    PIPELINE_STAND_INS,
+    Round0Data,
     TrainNotebook,
     apply_overrides,
     build,
     check_profile,
     load_profile,
     section_of,
+    section_values,
     unread_settings,
 )
 from drmario.run.rounds import (
@@ -81,6 +83,7 @@ from drmario.run.rounds import (
     best_checkpoint,
     checkpoint_path,
     in_run,
+    played_network,
     refit_checkpoint,
     round_dir,
     train_dir,
@@ -142,6 +145,8 @@ class Step:
 
     @property
     def label(self) -> str:
+        if section_of(self.notebook) == "baselines":  # its round: the rounds whose best network it plays
+            return f"{self.notebook} (the best network of rounds 0 to {self.round - 1})"
         return f"{self.notebook} (round {self.round})"
 
 
@@ -162,13 +167,12 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
 
     def step(section: str, k: int, products: tuple[Path, ...], **fixed: Any) -> Step:
         notebook = NOTEBOOKS[section].stem
-        name = f"{notebook}.ipynb" if k == 0 else f"{notebook}-round{k}.ipynb"
+        name = f"{notebook}.ipynb" if k == 0 or section == "baselines" else f"{notebook}-round{k}.ipynb"
         return Step(notebook, k, books / name, params(section, **fixed), products)
 
-    stand_ins = {name: PIPELINE_STAND_INS[name] for name in NOTEBOOKS["train"].pipeline_sets}
-    training = build("train", {**profile.get("train", {}), **stand_ins}, devices=False)
-    assert isinstance(training, TrainNotebook)
-    value_games = bool(profile.get("round0_data", {}).get("value_games"))
+    training, round0 = (build(s, section_values(profile, s), devices=False) for s in ("train", "round0_data"))
+    assert isinstance(training, TrainNotebook) and isinstance(round0, Round0Data)
+    value_games = bool(round0.value_games)
     value_data = [str(value_games_dir(run_dir) / "examples")] if value_games else []
     steps = [step("round0_data", 0, (round_dir(run_dir, 0) / "examples", *[Path(p) for p in value_data]))]
     for k in range(rounds):
@@ -186,7 +190,7 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
         steps.append(step("train", k, products, round=k, **fixed, **shorter))
         steps.append(step("analysis", k, (analysis_dir(run_dir, k) / "arena.csv",), round=k))
     if baselines:
-        steps.append(step("baselines", 0, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))
+        steps.append(step("baselines", rounds, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))
     return steps
 
 
@@ -194,12 +198,10 @@ GO_ON = "the same command without --stop-before goes on from here"
 LATER = "<the best network so far, when the step starts>"  # a parameter `resolved` fills in
 
 
-def resolved(step: Step, rounds: int) -> Step:
+def resolved(step: Step) -> Step:
     """The step with its LATER parameters filled in from the run so far: the best network (the
     newest promoted by its gate) of the rounds before it (for 05: of every round)."""
-    run_dir = step.parameters["run_dir"]
-    before = rounds if step.notebook == NOTEBOOKS["baselines"].stem else step.round
-    best = str(best_checkpoint(run_dir, before))
+    best = str(best_checkpoint(step.parameters["run_dir"], step.round))
     return replace(step, parameters={k: best if v == LATER else v for k, v in step.parameters.items()})
 
 
@@ -232,6 +234,12 @@ def step_problem(step: Step) -> str | None:
         if network.is_file() and network.stat().st_mtime_ns > arena_file.stat().st_mtime_ns:
             return f"round {step.round}'s network {in_run(network)} is newer than its arena {arena_file}"
         return None
+    if section == "baselines":  # 05 played the best network of the run's rounds as they are now
+        best = best_checkpoint(step.parameters["run_dir"], step.round)
+        played = played_network(step.products[0].parent)
+        if not best.is_file() or played != {"checkpoint": str(best.resolve()), "sha256": file_sha256(best)}:
+            return f"it did not play the run's best network as it is now, {in_run(best)}"
+        return None
     if section in ("round0_data", "next_round"):  # every game of its runs in a sealed, intact shard
         problems = [p for p in (run_problem(examples.parent) for examples in step.products) if p is not None]
         return f"its self-play is incomplete: {'; '.join(problems)}" if problems else None
@@ -259,13 +267,13 @@ def _what_it_makes(section: Any) -> Any:
     return {k: v for k, v in section.items() if k not in HOW_IT_RUNS} if isinstance(section, dict) else section
 
 
-def _claim(
-    run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, steps: Sequence[Step]
-) -> list[str]:
+def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, idle: bool = False) -> list[str]:
     """Write run_dir/pipeline.json, or check that the run there was made with the same settings
-    for every step that finished (self-play's rule: resume the same run, refuse another one); the
-    settings of steps still to run may change. Returns the changes accepted. Call it holding the
-    run directory's lock, after the settings validated: a refused rerun changes nothing."""
+    for every step that finished, of this call's rounds or any the run has made, with 05 or without
+    (self-play's rule: resume the same run, refuse another one); the settings of steps still to run
+    may change. Returns the changes accepted. idle: this call has no step to run, so a record with
+    the same settings stays as it is (its code version: the last call's that ran a step). Call it
+    holding the run directory's lock, after the settings validated: a refused rerun changes nothing."""
     record = run_dir / RECORD
     settings = json.loads(json.dumps(dict(profile)))  # as JSON compares
     accepted: list[str] = []
@@ -280,7 +288,8 @@ def _claim(
                 "run was made with (keys profile, source, rounds): restore or mend it to resume this run, or start "
                 "again in a new run directory (e.g. --run-dir runs/<new name>)"
             ) from e
-        finished = {section_of(step.notebook) for step in steps if step_done(step)}
+        rounds = max(rounds, int(previous.get("rounds", 1)))
+        finished = {section_of(step.notebook) for step in plan(profile, run_dir, rounds, True) if step_done(step)}
         old = previous.get("profile", {})
         binding = [
             d
@@ -296,7 +305,8 @@ def _claim(
                 "(e.g. --run-dir runs/<new name>) or the same settings to resume it"
             )
         accepted = differences(old, settings)
-        rounds = max(rounds, int(previous.get("rounds", 1)))
+        if idle and not accepted and rounds == int(previous.get("rounds", 1)):
+            return []
     elif run_dir.exists() and any(p.name != LOCK_NAME for p in run_dir.iterdir()):
         raise ValueError(f"{run_dir} is not empty and holds no {RECORD}: not a pipeline run; use a new run directory")
     from drmario.learn.example_files import code_version
@@ -468,7 +478,7 @@ def run_pipeline(
     made = not run_dir.exists()
     with lock_run_dir(run_dir, "pipeline", log=log) as lock:
         try:
-            accepted = _claim(run_dir, profile, source, rounds, steps)
+            accepted = _claim(run_dir, profile, source, rounds, idle=all(step_done(step) for step in steps))
         except BaseException:
             lock.release()
             if made:  # a directory this refused run made: leave nothing behind
@@ -490,7 +500,7 @@ def run_pipeline(
             if stop_before is not None and step.notebook.startswith(stop_before):
                 log(f"{where}: not run (stop before {stop_before}); {GO_ON}")
                 break
-            step = resolved(step, rounds)
+            step = resolved(step)
             log(f"{where}: running -> {step.output}")
             start = time.perf_counter()
             try:

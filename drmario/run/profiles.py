@@ -11,8 +11,11 @@ anything runs; a test checks that every parameters cell names real settings with
 
 from __future__ import annotations
 
+import ast
+import copy
 import difflib
 import functools
+import json
 import types
 import typing
 from collections.abc import Collection, Iterable, Mapping
@@ -27,7 +30,7 @@ from drmario.play.arena import EvalConfig
 from drmario.play.gate import GateConfig
 from drmario.play.selfplay import SelfPlayConfig
 from drmario.run.agents import parse_spec
-from drmario.run.kit import profile_path
+from drmario.run.kit import kit_dir, profile_path
 from drmario.search.config import NO_NETWORK, SearchConfig
 from drmario.settings import (
     SettingInfo,
@@ -378,6 +381,52 @@ PIPELINE_STAND_INS = {
 }
 
 
+def notebook_values(stem: str) -> dict[str, Any]:
+    """The values the kit's notebook assigns in its parameters cell: what it runs with where a
+    profile (or papermill) sets nothing. An assignment that is not a literal is left out."""
+    return copy.deepcopy(_notebook_values(stem))
+
+
+@functools.cache
+def _notebook_values(stem: str) -> dict[str, Any]:
+    path = kit_dir("notebooks") / f"{stem}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    values: dict[str, Any] = {}
+    for cell in cells:
+        if "parameters" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                name, value = node.target.id, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name, value = node.targets[0].id, node.value
+            else:
+                continue
+            try:
+                values[name] = ast.literal_eval(value)
+            except ValueError:
+                continue
+    return values
+
+
+def section_values(profile: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """The parameters the pipeline's run of a section's notebook reads, by name: its parameters
+    cell's values, replaced by the profile's, with stand-ins for what the pipeline sets
+    (`PIPELINE_STAND_INS`); the rest are the settings' defaults, as in the notebook."""
+    notebook = NOTEBOOKS[section]
+    known = parameters(section)
+    given = profile.get(section, {})
+    values = {k: v for k, v in notebook_values(notebook.stem).items() if k in known}
+    stand_ins = dict(PIPELINE_STAND_INS)
+    if section == "train":
+        data = {**notebook_values(NOTEBOOKS["round0_data"].stem), **profile.get("round0_data", {})}
+        if not data.get("value_games", parameters("round0_data")["value_games"].default):
+            stand_ins["value_data"] = []
+    values.update({name: stand_ins[name] for name in notebook.pipeline_sets if name in stand_ins})
+    return {**values, **given}
+
+
 def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = True) -> None:
     """Every section of a profile must build its notebook's settings (names, types, ranges, and
     with devices what this machine can run: of every section, or of those named), and set nothing
@@ -392,7 +441,7 @@ def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = 
         ]
         here = devices if isinstance(devices, bool) else section in devices
         try:
-            build(section, _with_stand_ins(profile, section), devices=here)
+            build(section, section_values(profile, section), devices=here)
         except SettingsError as e:
             problems += [f"{section}.{p}" for p in e.problems]
     if problems:
@@ -406,24 +455,12 @@ def unread_settings(profile: Mapping[str, Any]) -> list[str]:
     profile's settings of the first behind. The pipeline prints them before it runs."""
     notes = []
     for section in NOTEBOOKS:
-        settings, known = build(section, _with_stand_ins(profile, section), devices=False), parameters(section)
+        settings, known = build(section, section_values(profile, section), devices=False), parameters(section)
         for name, value in profile.get(section, {}).items():
             why = settings.why_unread(known[name].path)
             if why:
                 notes.append(f"{section}.{name} = {value!r}: {why}")
     return notes
-
-
-def _with_stand_ins(profile: Mapping[str, Any], section: str) -> dict[str, Any]:
-    """A profile's section with stand-ins for what the pipeline sets (`PIPELINE_STAND_INS`)."""
-    stand_ins = dict(PIPELINE_STAND_INS)
-    if not profile.get("round0_data", {}).get("value_games"):
-        stand_ins["value_data"] = []
-    values = dict(profile.get(section, {}))
-    for name in NOTEBOOKS[section].pipeline_sets:
-        if name in stand_ins and name not in values:
-            values[name] = stand_ins[name]
-    return values
 
 
 def load_profile(path: str | Path) -> dict[str, Any]:
@@ -461,7 +498,10 @@ def _load_profile(path: str | Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     for key, values in data.items():
         if not isinstance(values, dict):
             raise ValueError(f"profile {path}: section {key!r} must be a mapping of parameters")
-        section = section_of(key)
+        try:
+            section = section_of(key)
+        except ValueError as e:
+            raise ValueError(f"profile {path}: {e}") from None
         profile[section] = {**profile.get(section, {}), **values}
     return profile
 

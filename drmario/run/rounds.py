@@ -54,6 +54,15 @@ def record_analysed_network(out_dir: str | Path, network: str | Path) -> dict[st
     return record
 
 
+def played_network(out_dir: str | Path) -> dict[str, str] | None:
+    """The record `record_analysed_network` wrote in out_dir, or None if there is none whole."""
+    try:
+        record = json.loads((Path(out_dir) / "network.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def values_dir(run_dir: str | Path, round: int) -> Path:
     """The values refit of a round's network (02's value_steps), a training run of its own."""
     return train_dir(run_dir, round) / "values"

@@ -37,6 +37,16 @@ def test_design_note_example_decodes_to_exactly_those_cells():
     assert sparse_moves(dense) == [[3, 5, 0.5], [2, 4, 0.3, 6, 7, 0.2], [], []]  # (x, y) order
 
 
+def test_small_move_masses_keep_six_significant_digits():
+    """Round 0's floor gives every legal move some mass; written with 6 decimals, 4e-7 was 0 (left out)."""
+    dense = np.zeros((4, 8, 16), np.float32)
+    dense[0, 1, 2], dense[1, 3, 4], dense[2, 0, 0] = 0.123456789, 4e-7, 0.0123456789
+    dense[3, 7, 15] = 1 - dense.sum()
+    sparse = sparse_moves(dense)
+    assert sparse[:3] == [[1, 2, 0.123457], [3, 4, 4e-07], [0, 0, 0.0123457]]
+    assert (dense_moves(sparse) > 0).sum() == 4 and sparse_moves(dense_moves(sparse)) == sparse
+
+
 def hand_built() -> tuple[dm.Board, dm.Pill, dict[int, list[tuple[int, int]]]]:
     """A board with a few viruses, a horizontal and a vertical pill and a lone half, and the planes
     each occupied cell must set."""

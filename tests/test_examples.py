@@ -435,6 +435,43 @@ def test_truncated_gzip_is_not_silently_short(tmp_path, all_examples):
     assert report.skipped >= 1 and any("cannot read line" in e for e in report.errors)
 
 
+def test_a_damaged_gzip_stream_is_named_not_raised_as_a_zlib_error(tmp_path, all_examples):
+    path = tmp_path / "t.jsonl.gz"
+    write_examples(path, all_examples, {})
+    whole = path.read_bytes()
+    bad_block = bytearray(whole)
+    bad_block[10] |= 0b110  # the first deflate block's type: 3, reserved (zlib: "invalid block type")
+    path.write_bytes(bad_block)
+    with pytest.raises(ExampleError, match=r"t.jsonl.gz:1: the file ends after 0 of the \d+ examples"):
+        read_examples(path)
+    examples, report = read_examples(path, on_error="skip")
+    assert len(examples) == 0 and report.dropped == len(all_examples) and report.warnings
+    bad_crc = bytearray(whole)
+    bad_crc[-8] ^= 0xFF  # every line reads, then the stream fails its check
+    path.write_bytes(bad_crc)
+    with pytest.raises(
+        ExampleError, match=r"t.jsonl.gz:\d+: every line was read, but the gzip stream failed its check"
+    ):
+        read_examples(path)
+    examples, report = read_examples(path, on_error="skip")
+    assert len(examples) == len(all_examples) and any("failed its check" in w for w in report.warnings)
+
+
+def test_a_line_nested_too_deep_or_a_sidecar_not_an_object_is_named(tmp_path, all_examples):
+    path = tmp_path / "t.jsonl"
+    path.write_text("[" * 100_000 + "\n")
+    with pytest.raises(ExampleError, match=r"t.jsonl:1: invalid JSON: maximum recursion depth"):
+        read_examples(path)
+    assert read_examples(path, on_error="skip")[1].skipped == 1
+    with pytest.raises(ExampleError, match=r"<example>: invalid JSON: maximum recursion depth"):
+        Example.from_json("[" * 100_000)
+    write_examples(path, all_examples[:3], {})
+    path.with_name("t.meta.json").write_text("[]")
+    with pytest.raises(ValueError, match=r"t.meta.json: the sidecar must be a JSON object, not list"):
+        read_sidecar(path)
+    assert len(read_examples(path)[0]) == 3  # the examples themselves still read
+
+
 # ---------------------------------------------------------------- colour augmentation
 
 

@@ -121,8 +121,8 @@ def check_pill_mode(mode: object) -> None:
 class PillSequence:
     """The pills of one game: the NES list of a level repeating every 128, or i.i.d. uniform pills.
 
-    ``sequence[k]`` is the k-th pill thrown. The i.i.d. mode draws from ``numpy`` seeded with
-    ``seed``, in blocks, so any prefix is reproducible from the seed alone.
+    ``sequence[k]`` is the k-th pill thrown. The i.i.d. mode draws from ``numpy`` seeded with the
+    level's (seed, level), in blocks, so any prefix is reproducible from the two alone.
     """
 
     _BLOCK = 256

@@ -274,15 +274,16 @@ def dense_moves(sparse: list[list[float]]) -> np.ndarray:
 
 
 def sparse_moves(dense: np.ndarray, digits: int = 6) -> list[list[float]]:
-    """float[4, 8, 16] to the JSON form, listing non-zero entries of each rotation in (x, y) order,
-    p rounded to digits (entries that round to 0 are left out: they carry no mass)."""
+    """float[4, 8, 16] to the JSON form, listing the non-zero entries of each rotation in (x, y)
+    order, p rounded to `digits` significant digits (so a legal move's small mass, e.g. round 0's
+    floor, is written, not rounded to 0)."""
     dense = np.asarray(dense)
     if dense.shape != MOVES_SHAPE:
         raise ValueError(f"moves must have shape {MOVES_SHAPE}, got {dense.shape}")
     r, x, y = np.nonzero(dense)  # C order: by r, then x, then y
-    p = np.round(dense[r, x, y].astype(np.float64), digits)
-    keep = p != 0
-    r, x, y, p = r[keep], x[keep], y[keep], p[keep]
+    v = dense[r, x, y].astype(np.float64)
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.abs(v))))  # (an integer over a power of 10: JSON's
+    p = np.round(v * scale) / scale  # shortest form of it is the rounded decimal)
     triples = np.empty((len(r), 3), object)  # ints stay ints, so JSON writes 3 not 3.0
     triples[:, 0], triples[:, 1], triples[:, 2] = x.tolist(), y.tolist(), p.tolist()
     bounds = np.searchsorted(r, np.arange(5))

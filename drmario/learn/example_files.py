@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import subprocess
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -107,9 +108,12 @@ def read_sidecar(path: str | os.PathLike) -> dict | None:
     if not side.exists():
         return None
     try:
-        return json.loads(side.read_text())
-    except (OSError, ValueError) as e:
+        data = json.loads(side.read_text())
+    except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{side}: cannot read the sidecar: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{side}: the sidecar must be a JSON object, not {type(data).__name__}")
+    return data
 
 
 @functools.lru_cache(maxsize=1)
@@ -287,6 +291,7 @@ def decode_file(
     report = ReadReport(path=name, on_error=on_error)
     listed = _listed_examples(path)
     parts: list[Decoded] = []
+    damaged = ""
     raw, stream = _open_binary(path)
     with raw, stream:
         base, done = 0, 0  # base: physical lines before this chunk; done: bytes reported
@@ -295,8 +300,16 @@ def decode_file(
             if failure is not None:
                 if listed is None:  # no sidecar to count the loss by: one bad line where reading stopped
                     errors[base + len(lines)] = f"cannot read line {base + len(lines) + 1} or later: {failure}"
-                report.warnings.append(f"{name}: the data after line {base + len(lines)} could not be read")
+                    report.warnings.append(f"{name}: the data after line {base + len(lines)} could not be read")
+                elif report.lines >= listed:  # every line read, then the stream failed its check (its CRC)
+                    damaged = f"every line was read, but the gzip stream failed its check ({failure})"
+                else:  # the loss is counted by the sidecar (`ReadReport.missing`)
+                    report.warnings.append(f"{name}: the data after line {base + len(lines)} could not be read")
             _file_errors(errors, report, on_error)
+            if damaged and on_error == "raise":
+                raise ExampleError(f"{name}:{base + len(lines)}", damaged, name, base + len(lines))
+            if damaged:
+                report.warnings.append(f"{name}: {damaged}")
             parts.append(decoded)
             base += len(lines)
             if progress is not None:
@@ -333,7 +346,7 @@ def _line_chunks(stream: Iterable[bytes], chunk_lines: int) -> Iterator[tuple[li
                 lines.append(line)
                 if len(lines) == chunk_lines:
                     break
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # a cut gzip stream, a bad header or CRC, bad deflate data
             yield lines, e
             return
         if not lines:
@@ -355,7 +368,7 @@ def _decode_chunk(lines: list[bytes], base: int, report: ReadReport) -> tuple[De
         report.lines += 1
         try:
             rows.append(json.loads(line))
-        except ValueError as e:  # also bad UTF-8
+        except (ValueError, RecursionError) as e:  # also bad UTF-8, and arrays nested past Python's recursion limit
             errors[base + j] = json_error(e, line)
         else:
             row_lines.append(base + j)

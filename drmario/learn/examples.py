@@ -63,7 +63,7 @@ from drmario.learn.encode import MOVES_SHAPE, N_PLANES, encode, sparse_moves, sy
 from drmario.learn.example_decoding import Decoded, decode_rows, pill_of
 
 
-def json_error(error: ValueError, text: str | bytes) -> str:
+def json_error(error: ValueError | RecursionError, text: str | bytes) -> str:
     """What is wrong with one line of JSON, placed in the line: json's own position counts lines
     and would call the end of a line cut short "line 2 column 1"."""
     if not isinstance(error, json.JSONDecodeError):  # e.g. bytes that are not UTF-8
@@ -151,7 +151,7 @@ class Example:
         if isinstance(obj, (str, bytes)):
             try:
                 obj = json.loads(obj)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise ExampleError(where, json_error(e, obj)) from None
         decoded, errors = decode_rows([obj])
         if errors:

@@ -90,8 +90,6 @@ def shard_problem(shard: str | Path) -> str | None:
         return str(e)
     if side is None:
         return f"{sidecar_path(shard)} is missing"
-    if not isinstance(side, dict):
-        return f"{sidecar_path(shard)} holds {type(side).__name__}, not a sidecar's JSON object"
     files = shard_files(shard)
     sums = side.get("sha256")
     if isinstance(sums, dict):

@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Without an NVIDIA GPU, pin torch to the CPU build of 2.13.0 (any other version downloads CUDA).
+# Without an NVIDIA GPU, pin torch to 2.13.0, the version CI tests (PyPI's Linux wheel brings CUDA libraries;
+# README.md: the CPU-only build from PyTorch's index).
 TORCH_PIN := $(if $(shell command -v nvidia-smi 2>/dev/null),,torch==2.13.0)
 
 .PHONY: install test lint format run data bench figures offline-check clean

@@ -63,7 +63,7 @@ def test_earlier_results_reuse_the_games_of_players_without_a_network(tmp_path):
         (folder / "games" / f"{name}.jsonl").write_text(game.record().to_json() + "\n")
     evaluation = EvalConfig(levels=[0], games_per_level=1, top_level_games=1)
     assert N.earlier_results(tmp_path, 1, ["greedy"], evaluation)[2] == ["greedy"]  # no evaluation.json: played again
-    N.record_evaluation(folder, evaluation)
+    N.save_arena(folder, pd.read_csv(folder / "arena.csv"), {}, evaluation)  # (the games kept: no records given)
     rows, records, remaining = N.earlier_results(tmp_path, 1, ["greedy", "policy", "expert"], evaluation)
     assert rows["agent"].tolist() == ["greedy"] and list(records) == ["greedy"]
     assert records["greedy"] == [game.record()]

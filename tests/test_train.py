@@ -563,8 +563,8 @@ def test_step_checkpoints_are_ordered_by_number_past_their_padding(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1000000.pt", "step-999500.pt", "step-x.pt"]
 
 
-@pytest.mark.parametrize("mode", ["stop", "skip"])
-def test_nonfinite_gradient_with_a_finite_loss(tmp_path, examples, monkeypatch, mode):
+@pytest.mark.parametrize("mode, grad_clip", [("stop", 0.0), ("skip", 0.0), ("stop", 1.0)])
+def test_nonfinite_gradient_with_a_finite_loss(tmp_path, examples, monkeypatch, mode, grad_clip):
     """A NaN gradient under a finite loss (a bf16 backward overflowing) is caught as a non-finite
     loss is: stopped before the checkpoint due at that step, or skipped; never written as weights."""
     unpatched, calls = train_module.forward_backward, []
@@ -577,7 +577,7 @@ def test_nonfinite_gradient_with_a_finite_loss(tmp_path, examples, monkeypatch, 
         return terms
 
     monkeypatch.setattr(train_module, "forward_backward", poisoned_backward)
-    cfg = tiny(test_fraction=0, steps=12, log_every=4, checkpoint_every=4, on_nonfinite=mode)
+    cfg = tiny(test_fraction=0, steps=12, log_every=4, checkpoint_every=4, on_nonfinite=mode, grad_clip=grad_clip)
     result = train(cfg, tmp_path, examples)
     if mode == "stop":
         assert result.stopped.startswith("step 8: non-finite gradient norm (nan)"), result.stopped

@@ -281,9 +281,10 @@ def decode_file(
     ``Decoded.index`` holds each example's position among the file's non-blank lines (0-based: the
     line index of the sidecar's games table). on_error="raise" raises `ExampleError` at the first
     bad line; "skip" leaves bad lines out and counts them in the report. A gzip stream that ends
-    early is an error at the first line that could not be read (in "skip" mode the lines before it
-    are kept). progress, if given, is called with the number of (compressed) bytes read after
-    each chunk.
+    early or is damaged is an error at the first line that could not be read (in "skip" mode the
+    lines before it are kept), and one that fails its check after every line was read an error at
+    its last line (in "skip" mode a warning). progress, if given, is called with the number of
+    (compressed) bytes read after each chunk.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

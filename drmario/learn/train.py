@@ -186,7 +186,7 @@ class TrainResult:
     checkpoint: Path | None  # latest.pt
     n_train: int = 0
     n_test: int = 0
-    skipped: int = 0  # steps skipped for a non-finite loss
+    skipped: int = 0  # steps skipped for a non-finite loss or gradient
     stopped: str | None = None  # why training stopped early, or None
 
 
@@ -576,11 +576,8 @@ class Trainer:
             lr = opt.param_groups[0]["lr"]
             opt.zero_grad(set_to_none=True)
             terms = forward_backward(self.net, batch, cfg, model, device)
-            # the gradients' norm (all-reduced under DDP: every process has the same one), clipped or not
-            if cfg.grad_clip:
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            else:
-                norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+            # the gradients' norm (all-reduced under DDP: every process has the same one); max inf clips nothing
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
             apply = True
             if cfg.on_nonfinite == "skip":  # needs the loss on the host now: one sync per step
                 ok = (torch.isfinite(terms).all() & torch.isfinite(norm)).to(torch.int32)

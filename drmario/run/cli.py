@@ -306,6 +306,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     specs = [s.strip() for s in args.agents.split(",")]
     check_agents(specs)
     cfg = settings_from(EvalConfig, args)
+    if _needs_torch(specs):
+        check_device(args.device)
     record = evaluation_record(specs, args.network, cfg, args.dtype, args.device)
     sidecar = Path(f"{args.out}.settings.json") if args.out else None
     if sidecar and Path(args.out).is_file() and sidecar.is_file() and not args.force:
@@ -319,7 +321,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             return 0
         print(f"{args.out} was made with other agents or settings: playing again", file=sys.stderr)
     if _needs_torch(specs):
-        check_device(args.device)
         set_threads(args.threads)
     agents = make_agents(specs, network=args.network, device=args.device, dtype=args.dtype)
     for spec, agent in zip(specs, agents):  # policy@small, not policy: networks stay apart in tables

@@ -26,6 +26,7 @@ import pandas as pd
 from drmario.files import atomic_file
 from drmario.play.arena import ARENA_COLUMNS, all_levels
 from drmario.run.agents import NETWORK_KINDS, parse_spec
+from drmario.run.rounds import numbered
 from drmario.viz.arena_plots import plot_arena, plot_leaderboard
 from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_curves, read_metrics
 
@@ -55,12 +56,6 @@ def run_dirs_by_name(run_dirs: RunDirs) -> dict[str, Path]:
         if not path.is_dir():
             raise FileNotFoundError(f"run {name}: no directory {path}")
     return named
-
-
-def numbered(run_dir: Path, prefix: str) -> list[int]:
-    """The k of every folder run_dir/{prefix}{k}, in order."""
-    found = (re.fullmatch(rf"{prefix}(\d+)", p.name) for p in run_dir.iterdir() if p.is_dir())
-    return sorted(int(m[1]) for m in found if m)
 
 
 def _kind(agent: str) -> str | None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from drmario.files import file_sha256, write_atomic
 from drmario.learn.checkpoint import load_net, read_checkpoint, save_net
-from drmario.run.compare import numbered, rounds_table
+from drmario.run.compare import rounds_table
 from drmario.run.rounds import (
     ROUNDS_FILE,
     analysis_dir,
@@ -23,6 +23,7 @@ from drmario.run.rounds import (
     checkpoint_path,
     gate_table,
     in_run,
+    numbered,
     refit_checkpoint,
     train_dir,
     values_dir,

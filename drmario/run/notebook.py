@@ -347,17 +347,26 @@ def selfplay_rounds_table(run_dir: str | Path) -> pd.DataFrame:
 EVALUATION_FILE = "evaluation.json"  # beside an analysis's arena.csv: the evaluation settings it was played with
 
 
-def record_evaluation(out_dir: str | Path, evaluation: EvalConfig) -> None:
-    """Write out_dir/evaluation.json: the settings of the evaluation games an arena table played
-    (`earlier_results` reuses only games played with the same)."""
-    write_atomic(Path(out_dir) / EVALUATION_FILE, json.dumps(evaluation.to_dict(), indent=1) + "\n")
+def save_arena(
+    out_dir: str | Path, table: pd.DataFrame, records: Mapping[str, Sequence[GameRecord]], evaluation: EvalConfig
+) -> None:
+    """Write an arena into out_dir: arena.csv, games/<agent>.jsonl and evaluation.json, the games'
+    settings (`earlier_results` reuses only games played with the same), written last: a write cut
+    short leaves no record vouching for another table."""
+    out_dir = Path(out_dir)
+    (out_dir / EVALUATION_FILE).unlink(missing_ok=True)
+    (out_dir / "games").mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / "arena.csv", table.to_csv(index=False))
+    for name, recs in records.items():
+        write_atomic(out_dir / "games" / f"{name}.jsonl", "".join(r.to_json() + "\n" for r in recs))
+    write_atomic(out_dir / EVALUATION_FILE, json.dumps(evaluation.to_dict(), indent=1) + "\n")
 
 
 def earlier_results(
     run_dir: str | Path, round: int, specs: Sequence[str], evaluation: EvalConfig
 ) -> tuple[pd.DataFrame, dict[str, list[GameRecord]], list[str]]:
     """The arena rows and game records of the agents without a network that an earlier round's
-    analysis of run_dir already played with the same evaluation settings (`record_evaluation`), so
+    analysis of run_dir already played with the same evaluation settings (`save_arena`), so
     the same games, and the specs still to play. Returns (rows, records by agent, remaining specs)."""
     import pandas as pd
 

@@ -14,7 +14,7 @@ A run directory (``runs/<name>/``) holds::
                              03_analysis.ipynb, then 04_next_round-round1.ipynb, 02_train-round1.ipynb, ...
 
 `run_pipeline` runs 01 -> 02 -> 03, then 04 -> 02 -> 03 for each further round (02 trains on every
-round's data so far), and optionally 05 (the baseline learners, against the last network). A
+round's data so far), and optionally 05 (the baseline learners, against the run's best network). A
 profile (``params/*.yaml``) has a ``name`` and one section per notebook, keyed by the notebook's
 name without its number (``round0_data``, ``train``, ``analysis``, ``next_round``, ``baselines``),
 whose keys are that notebook's parameters. The pipeline sets the paths itself
@@ -86,6 +86,7 @@ from drmario.run.rounds import (
     played_network,
     refit_checkpoint,
     round_dir,
+    run_best_checkpoint,
     train_dir,
     trained_checkpoint,
     value_games_dir,
@@ -145,14 +146,14 @@ class Step:
 
     @property
     def label(self) -> str:
-        if section_of(self.notebook) == "baselines":  # its round: the rounds whose best network it plays
-            return f"{self.notebook} (the best network of rounds 0 to {self.round - 1})"
+        if section_of(self.notebook) == "baselines":
+            return f"{self.notebook} (the run's best network)"
         return f"{self.notebook} (round {self.round})"
 
 
 def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, baselines: bool = False) -> list[Step]:
     """The steps of a run: 01 -> 02 -> 03, then 04 -> 02 -> 03 for each round after the first, and
-    with baselines, 05 (the DQN and TD learners against the last round's network) at the end."""
+    with baselines, 05 (the DQN and TD learners against the run's best network) at the end."""
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
     run_dir = Path(run_dir).resolve()
@@ -167,7 +168,7 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
 
     def step(section: str, k: int, products: tuple[Path, ...], **fixed: Any) -> Step:
         notebook = NOTEBOOKS[section].stem
-        name = f"{notebook}.ipynb" if k == 0 or section == "baselines" else f"{notebook}-round{k}.ipynb"
+        name = f"{notebook}.ipynb" if k == 0 else f"{notebook}-round{k}.ipynb"
         return Step(notebook, k, books / name, params(section, **fixed), products)
 
     training, round0 = (build(s, section_values(profile, s), devices=False) for s in ("train", "round0_data"))
@@ -190,7 +191,7 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
         steps.append(step("train", k, products, round=k, **fixed, **shorter))
         steps.append(step("analysis", k, (analysis_dir(run_dir, k) / "arena.csv",), round=k))
     if baselines:
-        steps.append(step("baselines", rounds, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))
+        steps.append(step("baselines", 0, (run_dir / "baselines" / "arena.csv",), checkpoint=LATER))
     return steps
 
 
@@ -200,9 +201,17 @@ LATER = "<the best network so far, when the step starts>"  # a parameter `resolv
 
 def resolved(step: Step) -> Step:
     """The step with its LATER parameters filled in from the run so far: the best network (the
-    newest promoted by its gate) of the rounds before it (for 05: of every round)."""
-    best = str(best_checkpoint(step.parameters["run_dir"], step.round))
+    newest promoted by its gate) of the rounds before it (for 05: of every round the run holds)."""
+    best = str(_network_of(step))
     return replace(step, parameters={k: best if v == LATER else v for k, v in step.parameters.items()})
+
+
+def _network_of(step: Step) -> Path:
+    """The network a LATER parameter stands for (`resolved`)."""
+    run_dir = step.parameters["run_dir"]
+    if section_of(step.notebook) == "baselines":
+        return run_best_checkpoint(run_dir)
+    return best_checkpoint(run_dir, step.round)
 
 
 def notebook_completed(path: str | Path) -> bool:
@@ -234,10 +243,10 @@ def step_problem(step: Step) -> str | None:
         if network.is_file() and network.stat().st_mtime_ns > arena_file.stat().st_mtime_ns:
             return f"round {step.round}'s network {in_run(network)} is newer than its arena {arena_file}"
         return None
-    if section == "baselines":  # 05 played the best network of the run's rounds as they are now
-        best = best_checkpoint(step.parameters["run_dir"], step.round)
-        played = played_network(step.products[0].parent)
-        if not best.is_file() or played != {"checkpoint": str(best.resolve()), "sha256": file_sha256(best)}:
+    if section == "baselines":  # 05 played the run's best network as it is now (a run moved elsewhere too)
+        best, played = _network_of(step), played_network(step.products[0].parent) or {}
+        same = best.is_file() and played.get("sha256") == file_sha256(best)
+        if not same or in_run(played.get("checkpoint", "")) != in_run(best):
             return f"it did not play the run's best network as it is now, {in_run(best)}"
         return None
     if section in ("round0_data", "next_round"):  # every game of its runs in a sealed, intact shard
@@ -267,13 +276,16 @@ def _what_it_makes(section: Any) -> Any:
     return {k: v for k, v in section.items() if k not in HOW_IT_RUNS} if isinstance(section, dict) else section
 
 
-def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, idle: bool = False) -> list[str]:
+def _claim(
+    run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, steps: Sequence[Step]
+) -> list[str]:
     """Write run_dir/pipeline.json, or check that the run there was made with the same settings
-    for every step that finished, of this call's rounds or any the run has made, with 05 or without
+    for every step that finished, of this call's steps or any the run has made (more rounds, 05)
     (self-play's rule: resume the same run, refuse another one); the settings of steps still to run
-    may change. Returns the changes accepted. idle: this call has no step to run, so a record with
-    the same settings stays as it is (its code version: the last call's that ran a step). Call it
-    holding the run directory's lock, after the settings validated: a refused rerun changes nothing."""
+    may change. Returns the changes accepted. A call with none of its steps to run and the same
+    settings leaves the record as it is (its code version: the last call's that ran a step or changed
+    a setting). Call it holding the run directory's lock, after the settings validated: a refused
+    rerun changes nothing."""
     record = run_dir / RECORD
     settings = json.loads(json.dumps(dict(profile)))  # as JSON compares
     accepted: list[str] = []
@@ -289,7 +301,8 @@ def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds
                 "again in a new run directory (e.g. --run-dir runs/<new name>)"
             ) from e
         rounds = max(rounds, int(previous.get("rounds", 1)))
-        finished = {section_of(step.notebook) for step in plan(profile, run_dir, rounds, True) if step_done(step)}
+        done = [step for step in plan(profile, run_dir, rounds, True) if step_done(step)]
+        finished = {section_of(step.notebook) for step in done}
         old = previous.get("profile", {})
         binding = [
             d
@@ -305,6 +318,7 @@ def _claim(run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds
                 "(e.g. --run-dir runs/<new name>) or the same settings to resume it"
             )
         accepted = differences(old, settings)
+        idle = {step.output for step in steps} <= {step.output for step in done}
         if idle and not accepted and rounds == int(previous.get("rounds", 1)):
             return []
     elif run_dir.exists() and any(p.name != LOCK_NAME for p in run_dir.iterdir()):
@@ -478,7 +492,7 @@ def run_pipeline(
     made = not run_dir.exists()
     with lock_run_dir(run_dir, "pipeline", log=log) as lock:
         try:
-            accepted = _claim(run_dir, profile, source, rounds, idle=all(step_done(step) for step in steps))
+            accepted = _claim(run_dir, profile, source, rounds, steps)
         except BaseException:
             lock.release()
             if made:  # a directory this refused run made: leave nothing behind

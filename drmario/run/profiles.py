@@ -375,7 +375,7 @@ PIPELINE_STAND_INS = {
     "run_dir": "runs/profile-check",
     "round": 1,
     "data": ["round0/examples"],
-    "value_data": ["value_games/examples"],  # [] when round0_data has no value_games (`check_profile`)
+    "value_data": ["value_games/examples"],  # [] when round0_data has no value_games (`section_values`)
     "network": "net.pt",
     "init": None,
 }

@@ -54,6 +54,12 @@ def record_analysed_network(out_dir: str | Path, network: str | Path) -> dict[st
     return record
 
 
+def numbered(run_dir: str | Path, prefix: str) -> list[int]:
+    """The k of every folder run_dir/{prefix}{k}, in order."""
+    found = (re.fullmatch(rf"{prefix}(\d+)", p.name) for p in Path(run_dir).iterdir() if p.is_dir())
+    return sorted(int(m[1]) for m in found if m)
+
+
 def played_network(out_dir: str | Path) -> dict[str, str] | None:
     """The record `record_analysed_network` wrote in out_dir, or None if there is none whole."""
     try:
@@ -153,6 +159,11 @@ def best_checkpoint(run_dir: str | Path, before: int) -> Path:
     without gates)."""
     best = best_round(run_dir, before)
     return checkpoint_path(run_dir, before - 1 if best is None else best)
+
+
+def run_best_checkpoint(run_dir: str | Path) -> Path:
+    """The best network of every round the run directory holds (`best_checkpoint`): what 05 plays."""
+    return best_checkpoint(run_dir, max(numbered(run_dir, "train"), default=-1) + 1)
 
 
 def gate_round(

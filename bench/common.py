@@ -90,7 +90,9 @@ def report(name: str, settings: dict, figures: dict, targets: dict | None = None
         print(f"{name} on {info.get('gpu') or info['cpu']} ({info['cores']} cores)")
         for key, value in figures.items():
             target = f"   (target {targets[key]:,})" if targets and key in targets else ""
-            shown = f"{value:,.1f}" if isinstance(value, float) else f"{value}"
+            shown = f"{value}"
+            if isinstance(value, float):  # large figures with thousands separators, small ones to 3 digits
+                shown = f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
             print(f"  {key:<{width}}  {shown}{target}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}-{machine_slug(info)}.json"

@@ -105,7 +105,7 @@ def main() -> None:
     for (left, predicted, values), taken in zip(decisions, results):
         q = 1.0 + taken.reshape(len(predicted), args.futures)  # the decision's pill too
         select, measure = q[:, :half].mean(1), q[:, half:].mean(1)
-        base = measure[0]  # the expert's move: its best-scored
+        base = measure[0]  # the expert's best-scored move that does not end the game (its move unless that one wins)
         corr = np.corrcoef(predicted, q.mean(1))[0, 1] if np.ptp(predicted) > 0 and np.ptp(q.mean(1)) > 0 else np.nan
         rows.append(
             (

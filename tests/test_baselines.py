@@ -20,6 +20,7 @@ from drmario.learn.checkpoint import CheckpointError
 from drmario.play.agents import RandomAgent
 from drmario.play.arena import arena, evaluation_games
 from drmario.play.lockstep import GameSpec, play_lockstep
+from drmario.search.core import Position, legal_mask_of
 
 
 def board(cells: dict[tuple[int, int], int]) -> np.ndarray:
@@ -253,6 +254,33 @@ def test_untrained_agents_play_legal_moves_in_lockstep():
                 dm.GameRecord.from_json(record.to_json()).replay()  # legal moves, exact replay
         again = play_lockstep(agent, specs, lockstep=3, base_seed=3, max_pills=30)
         assert [r.moves for r in again] == [r.moves for r in records]
+
+
+def test_baseline_agents_play_the_games_rules_not_their_trainings():
+    """Under NES timing they choose among the moves reachable at the game's speed (an unreachable one
+    stops the game as illegal), and the TD agent's search follows the game's stall rule (NES: none),
+    not its training's (20 pills), which scores every move that clears nothing as a lost game."""
+    torch.manual_seed(0)
+    agents = [DQNAgent(QNet(8, 1)), TDAgent(ValueNet(), top_k=2)]
+    game, positions = dm.Game(4321, 20), []
+    while len(positions) < 24 and not game.over:
+        position = Position.of(game)._replace(speed_index=75, parity=0)  # 2 frames a row: a fifth unreachable
+        positions.append(position)
+        game.play(game.legal_moves()[len(positions) % len(game.legal_moves())])
+    unreachable = 0
+    for position in positions:
+        reachable = legal_mask_of(position)
+        reachable_moves = reachable[:2].sum() if position.pill.same_colour else reachable.sum()
+        unreachable += len(dm.legal_moves(dm.Board(position.cells), position.pill)) > reachable_moves
+        for agent in agents:
+            assert reachable[tuple(agent.choose([position], [0])[0].move)], agent.name
+    assert unreachable > 0  # positions where the timing-free moves are not all reachable
+    position = Position.of(dm.Game(1234, 20))._replace(stall=19, stall_limit=None)  # NES rules; the training's: 20
+    td = agents[1]
+    cells, pill = position.cells, np.array([position.pill.left, position.pill.right], np.uint8)
+    as_nes, as_trained = (td_search(td.net, cells, pill, 19, td.cfg.replace(stall_limit=s)) for s in (None, 20))
+    assert td.cfg.stall_limit == 20 and not np.allclose(as_nes.values, as_trained.values)
+    assert td.choose([position], [0])[0].move == dm.Move(*as_nes.moves[as_nes.best].tolist())
 
 
 def small_dqn(**kw) -> DQNConfig:

@@ -204,6 +204,17 @@ def test_compare_heatmaps(position):
     assert len(scale_ticks(view.html)) == 2  # a colour scale for each heatmap
 
 
+def test_compare_heatmaps_overlap_is_by_placement():
+    """A same-colour pill's planes r and r + 2 are one placement: mass on one or split on both agree."""
+    board, pill = dm.Board(np.zeros((8, 16), np.uint8)), dm.Pill.from_string("qu")
+    r, x, y = dm.legal_moves(board, pill)[0]
+    network, search = np.zeros((4, 8, 16)), np.zeros((4, 8, 16))
+    network[r, x, y] = 1.0
+    search[r, x, y] = search[r + 2, x, y] = 0.5
+    view = viz.compare_heatmaps(board, pill, {"network": network, "search": search})
+    assert "overlap with network 1.00" in view.html
+
+
 # ------------------------------------------------------------------------------------------------
 # Replays
 

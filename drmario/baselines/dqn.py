@@ -22,7 +22,7 @@ Q-network refreshed every `target_every` updates) gives the bootstrap values, a 
 the note does not have; Adam and a Huber loss on the taken slot only (the same gradient direction as
 the note's corrected vector); each replayed transition with its colours randomly renamed (`augment`,
 an exact symmetry of the game); optional double DQN.
-The memory is stored compact (cells uint8[8, 16] + pill uint8[2] per state, 270 bytes a transition).
+The memory is stored compact (cells uint8[8, 16] + pill uint8[2] per state, 267 bytes a transition).
 
 `train_dqn(cfg, run_dir)` writes config.json, metrics.csv and checkpoints/{latest,step-N}.pt; a
 run_dir with latest.pt resumes exactly (network, target, optimiser, replay memory, the games in
@@ -70,7 +70,7 @@ from drmario.engine.level import MAX_LEVEL
 from drmario.learn.device import resolve_device
 from drmario.learn.encode import DESIGN_PLANES, planes_torch
 from drmario.play.agents import Decision
-from drmario.search.core import Position, pill_distribution
+from drmario.search.core import Position, legal_mask_of, pill_distribution
 from drmario.settings import Settings, setting
 
 COLUMNS = (
@@ -320,6 +320,10 @@ class DQNAgent:
         pills = np.array([(p.pill.left, p.pill.right) for p in positions], np.uint8)
         legal = np.empty((len(positions), SLOTS), np.uint8)
         legal_slots(cells, pills, legal)
+        for i, pos in enumerate(positions):  # under NES timing, only the moves reachable at the game's speed
+            mask = legal_mask_of(pos)
+            if mask is not None:
+                legal[i] &= mask.reshape(SLOTS)
         q = masked_q(self.net, cells, pills, legal, self.device).cpu().numpy()
         out = []
         for i, seed in enumerate(seeds):

@@ -67,7 +67,7 @@ from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, Outcome
 from drmario.engine.level import MAX_LEVEL
 from drmario.learn.device import resolve_device
 from drmario.play.agents import Decision
-from drmario.search.core import Position, pill_distribution
+from drmario.search.core import Position, legal_mask_of, pill_distribution
 from drmario.settings import Settings, setting
 
 COLUMNS = (
@@ -212,9 +212,17 @@ def _move_values(board_values: np.ndarray, kids: Children, cfg: TDConfig) -> np.
 
 
 def td_search(
-    net: ValueNet, cells: np.ndarray, pill: np.ndarray, stall: int, cfg: TDConfig, expander: _Expander | None = None
+    net: ValueNet,
+    cells: np.ndarray,
+    pill: np.ndarray,
+    stall: int,
+    cfg: TDConfig,
+    expander: _Expander | None = None,
+    reachable: np.ndarray | None = None,
 ) -> TDSearch:
-    """The shallow search of one position: cells uint8[8, 16], pill uint8[2] (left, right colours)."""
+    """The shallow search of one position: cells uint8[8, 16], pill uint8[2] (left, right colours);
+    cfg.stall_limit is the game's stall rule; reachable (uint8[4, 8, 16], `core.legal_mask_of`):
+    the moves NES timing leaves at the root (None: every legal move)."""
     expander = expander or _Expander()
     weights = net.numpy_weights()
     limit = cfg.stall_limit or 0
@@ -224,8 +232,9 @@ def td_search(
     one = Children(*(a.copy() for a in one))  # the buffers are reused by the second ply
     boards = _board_values(weights, one, cfg)
     values = _move_values(boards, one, cfg)
-    running = one.outcome == K.RUNNING
-    candidates, positions = np.ones(len(values), bool), int(running.sum())
+    allowed = np.ones(len(values), bool) if reachable is None else reachable[tuple(one.moves.T)].astype(bool)
+    running = (one.outcome == K.RUNNING) & allowed
+    candidates, positions = allowed.copy(), int(running.sum())
     if cfg.depth == 2 and running.any():
         order = np.flatnonzero(running)[np.argsort(-values[running], kind="stable")]
         top = order[: cfg.top_k] if cfg.top_k else order
@@ -238,7 +247,7 @@ def td_search(
         best[group[starts]] = np.maximum.reduceat(v2, starts)
         boards[top] = best.reshape(len(top), len(PILLS)) @ pill_distribution(cfg.pill_probs)
         values = _move_values(boards, one, cfg)
-        candidates = ~running
+        candidates = allowed & ~running  # finished children (exact values) and the searched ones
         candidates[top] = True
     choice = int(np.argmax(np.where(candidates, values, -np.inf)))
     return TDSearch(one.moves, values, candidates, choice, positions)
@@ -268,9 +277,11 @@ class TDAgent:
 
     def choose(self, positions: Sequence[Position], seeds: Sequence[int]) -> list[Decision]:
         out = []
-        for pos in positions:
+        for pos in positions:  # the game's stall rule and timing, not the training's
+            cfg = self.cfg if pos.stall_limit == self.cfg.stall_limit else self.cfg.replace(stall_limit=pos.stall_limit)
             pill = np.array([pos.pill.left, pos.pill.right], np.uint8)
-            res = td_search(self.net, np.ascontiguousarray(pos.cells), pill, pos.stall, self.cfg, self._expander)
+            cells = np.ascontiguousarray(pos.cells)
+            res = td_search(self.net, cells, pill, pos.stall, cfg, self._expander, legal_mask_of(pos))
             out.append(Decision(Move(*res.moves[res.best].tolist())))
         return out
 

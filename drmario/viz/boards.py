@@ -279,8 +279,8 @@ def compare_heatmaps(
     """Several heatmaps of one position side by side, e.g. {"network": p, "search": pi}.
 
     Each value is float[4, 8, 16], shown with its own colour scale. For each after the first, the
-    caption gives its overlap with the first (the sum over moves of the smaller share: 1 for equal
-    distributions, 0 for disjoint).
+    caption gives its overlap with the first (the sum over placements of the smaller share: 1 for
+    equal distributions, 0 for disjoint; a same-colour pill's planes r and r + 2 are one placement).
     """
     if not named_moves:
         raise ValueError("compare_heatmaps needs at least one moves array")
@@ -291,7 +291,8 @@ def compare_heatmaps(
     for name, m in arrays.items():
         parts, caption, scale = _heatmap_parts(board, pill, m, legal, top, chosen, cell)
         if m is not first and m.sum() > 0 and first.sum() > 0:
-            overlap = np.minimum(m / m.sum(), first / first.sum()).sum()
+            a, b = (x[:2] + x[2:] if pill.same_colour else x for x in (m, first))  # by placement
+            overlap = np.minimum(a / a.sum(), b / b.sum()).sum()
             caption += f" · overlap with {first_name} {overlap:.2f}"
         svgs += parts
         blocks.append(

@@ -68,7 +68,7 @@ TERM_LABELS = {
     "steps_per_s": "steps / s",
     "positions_per_s": "positions / s",
     "q_mean": "mean Q(s, a) (reward units)",
-    "mean_reward": "mean reward per transition",
+    "mean_reward": "mean reward per game (its total)",
     "mean_outcome": "mean outcome target",
     "viruses_per_game": "viruses cleared per game",
     "cleared_share": "share of the level's viruses cleared",

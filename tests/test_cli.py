@@ -71,10 +71,19 @@ def test_ctrl_c_ends_in_one_line_and_status_130(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
+    class HalfBuilt:  # as llvmlite's objects that an interrupted numba compile leaves
+        def __del__(self):
+            raise AttributeError("_as_parameter_")
+
+    unheard: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unheard.append)  # main quiets it for the exit; restored after
+
     for name in ("generate", "evaluate"):
         _, summary, add_args = cli.COMMANDS[name]
         monkeypatch.setitem(cli.COMMANDS, name, (interrupted, summary, add_args))
     assert main(["generate", "somewhere"]) == 130
+    HalfBuilt()  # its finalizer fails, unheard
+    assert unheard == []
     err = capsys.readouterr().err
     assert err.strip() == "drmario generate: interrupted; run the same command again to resume"
     assert main(["evaluate"]) == 130

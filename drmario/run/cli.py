@@ -696,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever it landed
         resume = "; run the same command again to resume" if command in RESUMABLE else ""
         print(f"\ndrmario {command}: interrupted{resume}".rstrip(), file=sys.stderr)
+        # what the interrupt cut short (numba compiling: llvmlite's half-built objects) can fail in its
+        # finalizers as the interpreter exits; their "Exception ignored" tracebacks say nothing to the user
+        sys.unraisablehook = lambda unraisable: None
         return 130
 
 

@@ -246,24 +246,6 @@ class ExpectsAWin(StubNetwork):
         return prediction._replace(won=np.ones(n, np.float32), duration=np.full(n, self.rest, np.float32))
 
 
-class ExpectsATopOut(StubNetwork):
-    """Predicts a top-out after clearing far more viruses than any board holds."""
-
-    def evaluate(self, cells, pills, previews):
-        prediction = super().evaluate(cells, pills, previews)
-        n = len(cells)
-        return prediction._replace(won=np.full(n, -1, np.float32), cleared=np.full(n, 500, np.float32))
-
-
-def test_a_predicted_top_out_stays_under_its_ceiling_whatever_it_claims_to_clear():
-    """The network's cleared count is capped at the viruses left, so a top-out is never worth more
-    than TOPOUT_CEILING (nor than a win): at most every virus of the root cleared."""
-    position = Position.of(dm.Game(1234, 4))
-    tree = grown_puct_tree(position, ExpectsATopOut(), 16)
-    values = tree.d_value[: tree.used[0]]
-    assert 0 < values.max() < TOPOUT_CEILING
-
-
 def test_the_centred_utility_centres_on_the_roots_predicted_pills():
     """The root's prediction (150 pills to go) is the centre: the root is worth the middle of a win's
     range, and a child, one pill placed and 150 predicted, a little less."""

@@ -302,8 +302,7 @@ def expand_and_backup(t, won, cleared, duration, moves_prob):
         elif t.uparams[4] != 1.0:  # Utility.rest_scale: the leaf's rest measured from the root's prediction
             rest = max(t.root_pills[g] + t.uparams[4] * (rest - t.root_pills[g]), 0.0)
         pills = t.d_pills[d] + rest
-        # a top-out clears at most the viruses left: an over-predicted count would lift it above its ceiling
-        cleared_total = t.d_cleared[d] + min(max(cleared[k], 0.0), t.d_left[d])
+        cleared_total = t.d_cleared[d] + max(cleared[k], 0.0)
         value = expected_utility(t.uparams, cleared_total, pills, p_win, t.root_left[g], t.root_pills[g])
         t.d_value[d] = value
         backup(t, g, value)

@@ -387,17 +387,17 @@ def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
         )
 
 
-def _nonfinite_message(rows: torch.Tensor, steps: list[int], norms: torch.Tensor | None = None) -> str | None:
+def _nonfinite_message(rows: torch.Tensor, steps: list[int], norms: torch.Tensor) -> str | None:
     """rows float[n, len(TERMS)] of loss terms and norms float[n] of gradient norms for steps; a
     message about the first step with a non-finite one, if any. A finite loss can still have a
     non-finite gradient (a bf16 backward overflowing), which would make every weight NaN."""
     bad = ~torch.isfinite(rows)
-    bad_norm = ~torch.isfinite(norms) if norms is not None else torch.zeros(len(rows), dtype=torch.bool)
+    bad_norm = ~torch.isfinite(norms)
     if not bad.any() and not bad_norm.any():
         return None
-    i = int((bad.any(dim=1) | bad_norm.to(bad.device)).nonzero()[0, 0])
+    i = int((bad.any(dim=1) | bad_norm).nonzero()[0, 0])
     if not bad[i].any():
-        return f"step {steps[i]}: non-finite gradient norm ({float(norms[i]):.4g})"  # type: ignore[index]
+        return f"step {steps[i]}: non-finite gradient norm ({float(norms[i]):.4g})"
     values = ", ".join(f"{t}={v:.4g}" for t, v, b in zip(TERMS, rows[i].tolist(), bad[i].tolist()) if b)
     return f"step {steps[i]}: non-finite loss ({values})"
 

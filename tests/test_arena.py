@@ -128,6 +128,20 @@ def test_policy_agent_plays_the_most_probable_legal_move():
     assert decision.move == dm.Move(2, 5, 0)
 
 
+def test_policy_agent_weighs_a_same_colour_placement_by_both_its_slots():
+    class Split:
+        def evaluate(self, cells, pills, previews):
+            moves = np.zeros((len(cells), 4, 8, 16), np.float32)
+            moves[:, 0, 2, 0] = moves[:, 2, 2, 0] = 0.3  # for a same-colour pill: one placement, 0.6 in all
+            moves[:, 1, 5, 0], moves[:, 3, 5, 0] = 0.35, 0.05  # the largest slot, but 0.4 in all
+            z = np.zeros(len(cells), np.float32)
+            return type("P", (), {"won": z, "cleared": z, "duration": z, "moves": moves})
+
+    board = dm.Board.empty().cells
+    same, mixed = Position(board, dm.Pill.from_string("rv")), Position(board, dm.Pill.from_string("rw"))
+    assert [d.move for d in PolicyAgent(Split()).choose([same, mixed], [0, 0])] == [dm.Move(0, 2, 0), dm.Move(1, 5, 0)]
+
+
 def test_agents_from_specs(tmp_path):
     from drmario.learn.checkpoint import save_net
     from drmario.learn.net import DrMarioNet, NetConfig

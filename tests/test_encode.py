@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import drmario as dm
 from drmario.engine import kernels as K
-from drmario.engine.rules import MOVES_SHAPE, move_index, symmetrize
+from drmario.engine.rules import MOVES_SHAPE, move_index, placement_mass, symmetrize
 from drmario.learn.encode import (
     DESIGN_PLANES,
     EXPERT_PLANES,
@@ -234,3 +234,18 @@ def test_symmetrize_and_moves_from_dict():
     out = symmetrize(batch, np.array([True, False]))
     assert out[0, 1, 3, 3] == out[0, 3, 3, 3] == 0.5 and out[1, 1, 3, 3] == 1 and out[1, 3, 3, 3] == 0
     assert move_index(dm.Move(2, 3, 4)) == 2 * 128 + 3 * 16 + 4
+
+
+def test_placement_mass_sums_a_same_colour_placements_two_slots():
+    batch = np.zeros((2, 4, 8, 16), np.float32)
+    batch[:, 0, 2, 0] = batch[:, 2, 2, 0] = 0.3  # one horizontal placement, its mass in two slots
+    batch[:, 1, 5, 0], batch[:, 3, 5, 0] = 0.35, 0.05
+    out = placement_mass(batch, np.array([True, False]))
+    assert out[0, 0, 2, 0] == pytest.approx(0.6) and out[0, 1, 5, 0] == pytest.approx(0.4) and not out[0, 2:].any()
+    assert np.array_equal(out[1], batch[1])  # two colours: every slot is a placement of its own
+    assert (
+        np.unravel_index(out[0].argmax(), MOVES_SHAPE) == (0, 2, 0) != np.unravel_index(batch[0].argmax(), MOVES_SHAPE)
+    )
+    mask = np.zeros((4, 8, 16), np.uint8)
+    mask[1, 5, 0] = mask[3, 5, 0] = 1  # a legal mask folds too: > 0 where the placement is legal
+    assert set(zip(*np.nonzero(placement_mass(mask, True)))) == {(1, 5, 0)}

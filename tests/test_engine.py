@@ -27,6 +27,7 @@ def played_boards(draw):
 # ---------------------------------------------------------------- formats
 
 
+@settings(deadline=None)
 @given(st.integers(0, 2**32 - 1), st.floats(0, 1))
 def test_board_string_round_trip(seed, fill):
     board = random_board(seed, fill)
@@ -298,6 +299,9 @@ def test_game_rejects_moves_after_end_and_bad_records():
         ("stall_limit", 0, "stall_limit must be a positive integer or null"),
         ("timing", "fast", "timing must be one of"),
         ("speed", "hi", "speed 'hi' given under free timing"),
+        ("frames", 123, "frames 123 given under free timing"),  # which to_dict would drop
+        ("seed", 0, "seed must be an integer in"),  # named here, not when a replay fails
+        ("level", 30, "level must be an integer in 0..24"),
     ]:
         with pytest.raises(ValueError, match=f"game record: .*{message}"):
             dm.GameRecord.from_dict({**record.to_dict(), field: value})

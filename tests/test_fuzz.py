@@ -67,6 +67,7 @@ TARGETS = {
     "is_legal": (R.is_legal, 3),
     "place": (R.place, 3),
     "symmetrize": (R.symmetrize, 2),
+    "placement_mass": (R.placement_mass, 2),
     "move_index": (R.move_index, 1),
     "check_pill_mode": (L.check_pill_mode, 1),
     "check_stall_limit": (G.check_stall_limit, 1),
@@ -184,6 +185,10 @@ def test_engine_functions_raise_only_the_kits_errors(name, data):
         lambda: T.read_input_path("L (D x)×2"),
         lambda: T.read_input_path("L×999999 " * 2),
         lambda: T.input_path(["LQ"]),
+        lambda: T.input_path(["LL"]),  # what the reader refuses, the writer refuses too
+        lambda: T.read_input_path("L×0 D"),
+        lambda: T.read_input_path("(L D)×0"),
+        lambda: S.board_svg(Board.empty().cells, ghost=(Pill(1, 2), (0, 7, 5))),  # past the bottle's edge
     ],
     ids=[
         "virus_count(-100)",
@@ -203,6 +208,10 @@ def test_engine_functions_raise_only_the_kits_errors(name, data):
         "read_input_path(unknown button)",
         "read_input_path(too long)",
         "input_path(unknown button)",
+        "input_path(a button twice)",
+        "read_input_path(a run of 0)",
+        "read_input_path(a pair run of 0)",
+        "board_svg(ghost off the bottle)",
     ],
 )
 def test_the_reported_inputs_are_clean_errors(call):

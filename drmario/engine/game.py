@@ -15,7 +15,15 @@ from drmario.engine import kernels as K
 from drmario.engine import nes_timing as NT
 from drmario.engine import timing as T
 from drmario.engine.board import Board, FormatError, Move, Pill, as_move, integer, move_values
-from drmario.engine.level import Level, PillMode, PillSequence, check_pill_mode, new_level, virus_count
+from drmario.engine.level import (
+    Level,
+    PillMode,
+    PillSequence,
+    check_pill_mode,
+    check_seed_level,
+    new_level,
+    virus_count,
+)
 from drmario.engine.nes_timing import Speed, Timing
 from drmario.engine.rules import PlaceResult, canonical, legal_mask, legal_moves
 from drmario.engine.svg import board_svg
@@ -111,11 +119,14 @@ class GameRecord:
         outcomes = [o.value for o in Outcome]
         if self.outcome is not None and self.outcome not in outcomes:
             raise ValueError(f"outcome must be one of {outcomes} or null, got {self.outcome!r:.80}")
+        check_seed_level(self.seed, self.level)  # here, not where a replay fails later without the record
         check_pill_mode(self.pill_mode)
         check_stall_limit(self.stall_limit)
         if self.timing == "free":
             if self.speed is not None:
                 raise ValueError(f"speed {self.speed!r:.80} given under free timing")
+            if self.frames is not None:  # to_dict would drop it without a word
+                raise ValueError(f"frames {self.frames!r:.80} given under free timing")
         else:
             NT.check_timing(self.timing, self.speed)
 
@@ -124,7 +135,8 @@ class GameRecord:
 
     @classmethod
     def from_json(cls, text: str) -> GameRecord:
-        """A record from its JSON line; FormatError (a ValueError) for text that is not one."""
+        """A record from its JSON line; ValueError for text that is not one (FormatError where it is
+        not JSON)."""
         if not isinstance(text, (str, bytes, bytearray)):
             raise FormatError(f"game record: expected a JSON line (str), got {type(text).__name__}")
         try:

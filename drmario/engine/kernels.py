@@ -24,7 +24,7 @@ RUNNING, WON, TOPPED_OUT, STALEMATE = 0, 1, 2, 3
 
 @njit(cache=True, inline="always")
 def _free(board, x, y):
-    """True when (x, y) is inside the bottle and empty, or just above it (y == 16)."""
+    """True when (x, y) is inside the bottle and empty, or above it (y >= 16; callers pass at most 16)."""
     if x < 0 or x >= WIDTH or y < 0:
         return False
     if y >= HEIGHT:
@@ -386,7 +386,8 @@ def place_viruses(seed, count, ymax, board):
 
 @njit(cache=True, inline="always")
 def rand_below(state, n):
-    """A uniform integer in [0, n) from state: uint64[1], advanced in place."""
+    """A uniform integer in [0, n) from state: uint64[1], advanced in place; state must not be 0
+    (xorshift's fixed point: it would stay 0 and always give 0; callers seed with ``seed | 1``)."""
     s = state[0]
     s ^= s >> np.uint64(12)
     s ^= s << np.uint64(25)
@@ -398,7 +399,7 @@ def rand_below(state, n):
 @njit(cache=True)
 def argmax_ties(scores, n, state):
     """Index of the largest of scores[:n], ties (within 1e-9) broken uniformly at random from
-    state (`rand_below`); the one tie-breaking argmax of the compiled players and searches."""
+    state (`rand_below`, nonzero); the one tie-breaking argmax of the compiled players and searches."""
     best, choice, ties = -np.inf, 0, 0
     for j in range(n):
         s = scores[j]

@@ -36,7 +36,7 @@ def check_seed_level(seed: int, level: int) -> None:
 
 
 def _level(level: object) -> int:
-    """level as an int in 0..MAX_LEVEL; FormatError (a ValueError) otherwise."""
+    """level as an int in 0..MAX_LEVEL; ValueError otherwise (FormatError where it is not an integer)."""
     value = integer(level, "level")
     if not 0 <= value <= MAX_LEVEL:
         raise ValueError(f"level must be an integer in 0..{MAX_LEVEL}, got {value}")

@@ -77,25 +77,46 @@ def place(board: Board, pill: Pill, move: Move) -> tuple[Board, PlaceResult]:
 def symmetrize(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
     """Split each same-colour placement's mass equally between r and r + 2.
 
-    moves: finite float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new array.
+    moves: finite float[..., 4, 8, 16]; same_colour: bool or bool[...]. Returns a new float32 array.
     """
+    moves, same = _moves_of(moves, same_colour, "symmetrize")
+    paired = (moves + np.roll(moves, 2, axis=-3)) / 2
+    return np.where(same, paired, moves)
+
+
+def placement_mass(moves: np.ndarray, same_colour: bool | np.ndarray) -> np.ndarray:
+    """Each placement's mass in one slot, so that an argmax picks the most probable placement, not
+    the largest half of one: for a same-colour pill planes r and r + 2 put the same colours on the
+    same cells, so their masses are summed into plane r (r < 2) and planes 2 and 3 hold 0.
+
+    moves: finite float[..., 4, 8, 16] (or a legal mask: then > 0 where a placement is legal);
+    same_colour: bool or bool[...]. Returns a new float32 array.
+    """
+    out, same = _moves_of(moves, same_colour, "placement_mass")
+    folded = out[..., :2, :, :] + out[..., 2:, :, :]
+    out[..., :2, :, :] = np.where(same, folded, out[..., :2, :, :])
+    out[..., 2:, :, :] = np.where(same, 0, out[..., 2:, :, :])
+    return out
+
+
+def _moves_of(moves: object, same_colour: object, caller: str) -> tuple[np.ndarray, np.ndarray]:
+    """(moves as a new float32[..., 4, 8, 16], same_colour as bool[..., 1, 1, 1]); ValueError naming
+    caller and what is wrong otherwise."""
     try:
         with np.errstate(over="ignore"):  # beyond float32's range becomes inf, refused below
-            moves = np.array(moves, dtype=np.float32)
+            out = np.array(moves, dtype=np.float32)
         same = np.asarray(same_colour)
     except (TypeError, ValueError) as e:  # not numbers: name the argument, not numpy's conversion
-        raise ValueError(f"symmetrize: moves must be numbers [..., 4, 8, 16], same_colour bools: {e}") from e
-    if not np.isfinite(moves).all():
-        raise ValueError("symmetrize: moves must be finite numbers within float32's range")
-    if moves.shape[-3:] != MOVES_SHAPE:
-        raise ValueError(f"symmetrize: moves must have shape [..., 4, 8, 16], got {moves.shape}")
-    if same.dtype != np.bool_ or same.shape != moves.shape[:-3][len(moves.shape[:-3]) - same.ndim :]:
+        raise ValueError(f"{caller}: moves must be numbers [..., 4, 8, 16], same_colour bools: {e}") from e
+    if not np.isfinite(out).all():
+        raise ValueError(f"{caller}: moves must be finite numbers within float32's range")
+    if out.shape[-3:] != MOVES_SHAPE:
+        raise ValueError(f"{caller}: moves must have shape [..., 4, 8, 16], got {out.shape}")
+    if same.dtype != np.bool_ or same.shape != out.shape[:-3][len(out.shape[:-3]) - same.ndim :]:
         raise ValueError(
-            f"symmetrize: same_colour must be a bool or bools of shape {moves.shape[:-3]}, "
-            f"got {same.dtype} {same.shape}"
+            f"{caller}: same_colour must be a bool or bools of shape {out.shape[:-3]}, got {same.dtype} {same.shape}"
         )
-    paired = (moves + np.roll(moves, 2, axis=-3)) / 2
-    return np.where(same[..., None, None, None], paired, moves)
+    return out, same[..., None, None, None]
 
 
 def move_index(move: Move) -> int:

@@ -52,8 +52,13 @@ def _piece(out: list[str], px: float, py: float, size: float, colour: int, shape
 
 
 def _pill_pieces(pill: PillLike, r: int, x: int, y: int) -> list[tuple[int, int, int, int]]:
-    """(x, y, colour, shape) of each half of pill locked at move (r, x, y), as the engine writes it."""
-    x, y = int(x), int(y)
+    """(x, y, colour, shape) of each half of pill locked at move (r, x, y), as the engine writes it.
+    ValueError for a move off the bottle (the kernel writes unchecked)."""
+    r, x, y = int(r), int(x), int(y)
+    if not (0 <= r < 4 and 0 <= x < K.WIDTH - (r % 2 == 0) and 0 <= y < K.HEIGHT):
+        raise ValueError(
+            f"ghost move {(r, x, y)} (r, x, y) is off the bottle: x in 0..6 lying, 0..7 standing; y in 0..15"
+        )
     scratch = np.zeros((K.WIDTH, K.HEIGHT), np.uint8)
     K.write_pill(scratch, int(pill[0]), int(pill[1]), r, x, y)
     return [

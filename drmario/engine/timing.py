@@ -3,9 +3,9 @@ controller can reach at the NES game's real speed, each with its fewest frames a
 make it. The search itself is compiled (`timing_kernels`).
 
 >>> import drmario as dm
->>> moves = dm.reachable(dm.Board.empty(), dm.Pill.from_string("qw"), speed_index=15)
+>>> moves = dm.reachable(dm.Board.empty(), dm.Pill.from_string("qw"), speed_index=15, parity=1)  # LOW: parity 1
 >>> len(moves), moves[dm.Move(0, 3, 0)].frames
-(30, 32)
+(30, 31)
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ INPUT_STRINGS = tuple(input_string(b) for b in range(32))  # shared by every cac
 
 def input_bits(text: str) -> int:
     """The inverse of `input_string`."""
-    if not isinstance(text, str) or any(c not in BUTTONS for c in text):
-        raise ValueError(f"an input is a string of the buttons {BUTTONS!r}, got {text!r}")
+    if not isinstance(text, str) or any(c not in BUTTONS for c in text) or len(set(text)) < len(text):
+        raise ValueError(f"an input is a string of the buttons {BUTTONS!r}, each at most once, got {text!r}")
     return sum(1 << BUTTONS.index(c) for c in set(text))
 
 
@@ -136,10 +136,10 @@ def reachable(board: Board | np.ndarray, pill: Pill, speed_index: int, parity: i
 
     board: a `Board` (or its cells uint8[8, 16]); pill: the `Pill` to place; speed_index: 0..80
     (`speed_index()`: LOW 15, MED 25, HI 31 at a level's start); parity: the frame counter's parity
-    on the pill's first frame (soft drops act on odd frames; on LOW it is always 1). The pill spawns
-    with nothing held. Returns {Move: Reach} for every lock pose some input sequence reaches, empty
-    when a spawn cell is occupied; a same-colour pill gets canonical moves (r in {0, 1}, the faster
-    of r and r + 2), as `legal_moves` does. Every move is one of `legal_moves`.
+    on the pill's first frame (soft drops act on odd frames; on LOW it is always 1, as `Game` passes
+    it). The pill spawns with nothing held. Returns {Move: Reach} for every lock pose some input
+    sequence reaches, empty when a spawn cell is occupied; a same-colour pill gets canonical moves
+    (r in {0, 1}, the faster of r and r + 2), as `legal_moves` does. Every move is one of `legal_moves`.
     """
     cells = _cells(board)
     pill = as_pill(pill)
@@ -202,6 +202,8 @@ def read_input_path(text: str) -> list[str]:
         m = _PATH_TOKEN.match(text, pos)
         if m is None or m.end() == pos:
             raise ValueError(f"input path: cannot read {text[pos : pos + 20]!r} at character {pos + 1}")
+        if int(m[3] or m[5] or 1) < 1:
+            raise ValueError(f"input path: a run of 0 frames at character {m.start() + 1} ({m[0].strip()!r})")
         if m[1]:
             frames += [m[1], m[2]] * int(m[3])
         else:

@@ -39,6 +39,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from drmario.engine.rules import placement_mass
 from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.checkpoint import (
     CheckpointError,
@@ -714,24 +715,26 @@ def held_out_examples(cfg: TrainConfig) -> ExampleSet:
 
 
 def move_scores(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """Per example: (bool[N] whether the network's most probable legal move carries target mass, i.e.
-    is one of the teacher's chosen moves; float64[N] the cross-entropy of the target under its moves
-    output, in nats)."""
+    """Per example: (bool[N] whether the network's most probable legal placement (`placement_mass`)
+    carries target mass, i.e. is one of the teacher's chosen moves; float64[N] the cross-entropy of the
+    target under its moves output, in nats)."""
     n = len(examples)
     hits, cross_entropy = np.zeros(n, bool), np.zeros(n, np.float64)
     for start in range(0, n, chunk):
         rows = np.arange(start, min(start + chunk, n))
         part = examples.subset(rows)
         target = part.dense_moves().reshape(len(part), -1)
-        moves = player.evaluate(part.cells, part.pills, part.previews, legal=part.legal()).moves.reshape(len(part), -1)
-        hits[rows] = target[np.arange(len(part)), moves.argmax(axis=1)] > 0
+        moves = player.evaluate(part.cells, part.pills, part.previews, legal=part.legal()).moves
+        best = placement_mass(moves, part.pills[:, 0] == part.pills[:, 1]).reshape(len(part), -1).argmax(axis=1)
+        hits[rows] = target[np.arange(len(part)), best] > 0
+        moves = moves.reshape(len(part), -1)
         cross_entropy[rows] = -(target * np.log(np.maximum(moves, 1e-12))).sum(axis=1)
     return hits, cross_entropy
 
 
 def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> tuple[float, float]:
     """How well a network imitates the targets of examples: the means of `move_scores` (the share of
-    positions where its most probable legal move is one of the teacher's chosen moves; the mean
+    positions where its most probable legal placement is one of the teacher's chosen moves; the mean
     cross-entropy of the targets, in nats); (0, 0) without examples."""
     hits, cross_entropy = move_scores(player, examples, chunk)
     return (float(hits.mean()), float(cross_entropy.mean())) if len(examples) else (0.0, 0.0)

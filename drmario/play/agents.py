@@ -15,6 +15,7 @@ import numpy as np
 
 from drmario.engine import kernels as K
 from drmario.engine.board import Move
+from drmario.engine.rules import placement_mass
 from drmario.search.config import SearchConfig
 from drmario.search.core import (
     Evaluator,
@@ -213,7 +214,8 @@ class SearchAgent:
 
 
 class PolicyAgent:
-    """The network's move output alone: the most probable legal move (no search)."""
+    """The network's move output alone: the most probable legal placement (no search; a same-colour
+    pill's placement weighed by both its slots, `rules.placement_mass`)."""
 
     def __init__(self, evaluator: Evaluator, name: str = "policy") -> None:
         self.evaluator, self.name = evaluator, name
@@ -229,14 +231,11 @@ class PolicyAgent:
             if timed is not None:
                 legal[i] = timed
         pred = self.evaluator.evaluate(cells, pills, previews)
-        scores = np.where(legal > 0, pred.moves, -1.0).reshape(len(positions), -1)
-        out = []
-        for i, pos in enumerate(positions):
-            r, x, y = np.unravel_index(int(np.argmax(scores[i])), (4, K.WIDTH, K.HEIGHT))
-            if pos.pill.same_colour:
-                r %= 2
-            out.append(Decision(Move(int(r), int(x), int(y))))
-        return out
+        same = pills[:, 0] == pills[:, 1]  # a same-colour pill's placement is planes r and r + 2 together
+        mass = placement_mass(np.where(legal > 0, pred.moves, 0.0), same)
+        scores = np.where(placement_mass(legal, same) > 0, mass, -1.0).reshape(len(positions), -1)
+        moves = np.unravel_index(scores.argmax(axis=1), (4, K.WIDTH, K.HEIGHT))
+        return [Decision(Move(int(r), int(x), int(y))) for r, x, y in zip(*moves)]
 
 
 class RescueAgent:

@@ -104,6 +104,20 @@ def _atomic_file(path: Path, mode: str) -> Iterator[IO[Any]]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in folder survive a power cut (POSIX: fsync the folder; where a file system
+    cannot, the rename is still atomic, only not yet on disk)."""
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_atomic(path: PathLike, data: str | bytes) -> Path:
@@ -152,7 +166,14 @@ class MetricsCSV:
             writer = csv.writer(f, lineterminator="\n")
             if new:
                 writer.writerow(self.columns)
+            elif not self._ends_a_line():  # a row cut short by a crash: not glued to this one
+                f.write("\n")
             writer.writerow(cells)
+
+    def _ends_a_line(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
 
     def _check_header(self) -> None:
         """Refuse to append rows under another header (a file from another version of the kit, or
@@ -176,13 +197,28 @@ class MetricsCSV:
 
     def truncate(self, step: int) -> None:
         """Drop the rows whose step is after `step` (logged by a run that died before its next
-        checkpoint, and logged again when it resumes from that checkpoint). Atomic; no-op when
-        nothing is dropped or there is no file."""
+        checkpoint, and logged again when it resumes from that checkpoint), and any row cut short
+        (its run died while writing it). Atomic; no-op when nothing is dropped or there is no file;
+        ValueError naming the line of a row whose step is not an integer."""
         if not self.path.exists():
             return
+        records: list[list[str]] = []
+        keep: list[list[str]] = []
         with open(self.path, encoding="utf-8", newline="") as f:
-            records = [r for r in csv.reader(f) if r]
-        keep = records[:1] + [r for r in records[1:] if int(r[0]) <= step]
+            reader = csv.reader(f)
+            for r in reader:
+                if not r:
+                    continue
+                records.append(r)
+                if len(keep) == 0:  # the header
+                    keep.append(r)
+                    continue
+                try:
+                    row_step = int(r[0])
+                except ValueError:
+                    raise ValueError(f"{self.path}, line {reader.line_num}: step {r[0]!r} is not an integer") from None
+                if len(r) == len(keep[0]) and row_step <= step:
+                    keep.append(r)
         if len(keep) != len(records):
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows(keep)

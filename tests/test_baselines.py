@@ -403,6 +403,16 @@ def test_metrics_csv_appends_with_a_header_and_truncates_on_resume(tmp_path):
     with pytest.raises(ValueError, match="log.csv, line 1"):
         append_csv(tmp_path / "log.csv", {"time": 0.2, "n": 5, "more": 1})
     assert csv.path.read_text().splitlines()[-1] == "30,test,2"  # nothing appended under the wrong header
+    with open(csv.path, "a") as f:  # a run died while writing a row: the row is cut short, no line end
+        f.write("40,tra")
+    csv.append({"step": 40, "split": "train", "loss": 1.0})  # on a line of its own, not glued to the cut row
+    assert csv.path.read_text().splitlines()[-2:] == ["40,tra", "40,train,1"]
+    csv.truncate(40)  # the cut row goes, the whole one stays
+    assert [(r["step"], r["split"]) for r in csv.rows()][-2:] == [("30", "test"), ("40", "train")]
+    with open(csv.path, "a") as f:
+        f.write("4x,train,1\n")
+    with pytest.raises(ValueError, match=r"m.csv, line 6: step '4x' is not an integer"):
+        csv.truncate(40)
 
 
 def test_the_metrics_window_counts_viruses_as_a_share_of_each_level():

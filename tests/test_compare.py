@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import matplotlib
+
+matplotlib.use("Agg")  # this process only: the notebooks the tests run get the kernel's own backend
 
 import numpy as np
 import pandas as pd

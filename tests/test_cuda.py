@@ -8,6 +8,8 @@ Skipped where torch sees no CUDA device (CI's machine); run them on a GPU machin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -26,7 +28,7 @@ from drmario.search import SearchConfig
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-SHIPPED = "data/networks/small.pt"
+SHIPPED = str(Path(__file__).resolve().parents[1] / "data" / "networks" / "small.pt")  # from any folder
 
 
 def test_bf16_inference_agrees_with_float32_on_the_cpu():

@@ -300,6 +300,10 @@ def test_a_gate_is_played_again_for_another_network_of_the_round(tmp_path):
     again = gate_round(tmp_path, 0, cfg, log=lambda _: None)
     assert again["network"] == "train0/values/checkpoints/latest.pt"
     assert (train_dir(tmp_path, 0) / GATE_FILE).stat().st_mtime_ns != stamp
+    # other weights (freshly drawn) at the same path, as a refit redone: played again too
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), values_dir(tmp_path, 0) / "checkpoints" / "latest.pt")
+    third = gate_round(tmp_path, 0, cfg, log=lambda _: None)
+    assert third["network"] == again["network"] and third["sha256"] != again["sha256"]
 
 
 def test_a_round_is_compared_on_the_same_games_whatever_the_rule(tmp_path):

@@ -71,6 +71,8 @@ def test_earlier_results_reuse_the_games_of_players_without_a_network(tmp_path):
     assert N.earlier_results(tmp_path, 0, ["greedy"], evaluation)[2] == ["greedy"]  # round 0 has no earlier round
     other = evaluation.replace(max_pills=50)  # other games (or other rules): played again
     assert N.earlier_results(tmp_path, 1, ["greedy"], other)[2] == ["greedy"]
+    (folder / "games" / "random.jsonl").write_text(game.record().to_json() + "\n")  # left by an earlier save
+    assert N.earlier_results(tmp_path, 1, ["random"], evaluation)[2] == ["random"]  # no row of its own: played again
 
 
 def test_the_worst_predicted_positions_are_ranked_by_the_networks_own_loss():

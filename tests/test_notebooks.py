@@ -179,6 +179,24 @@ def test_a_profile_starts_from_its_base(tmp_path):
         P.load_profile(tmp_path / "odd.yaml")
 
 
+def test_a_run_whose_self_play_rounds_share_a_seed_is_refused(tmp_path):
+    for path in PROFILES:
+        R.check_seeds(P.load_profile(path), rounds=6)
+    ci = P.load_profile("ci")  # round 0's seed 0, the value games' 1000, round k's 0 + k
+    R.check_seeds(P.apply_overrides(ci, ["next_round.seed=1"]), rounds=1)  # one round: no later games
+    with pytest.raises(SettingsError) as info:
+        R.check_seeds(P.apply_overrides(ci, ["next_round.seed=997"]), rounds=4)
+    assert info.value.problems == [
+        "seed 1000 plays the same games for the value games (round0_data.value_seed) and round 3 (next_round.seed + 3)"
+    ]
+    moved = P.apply_overrides(ci, ["round0_data.seed=2"])
+    with pytest.raises(
+        SettingsError, match=r"seed 2 plays the same games for round 0 \(round0_data\.seed\) and round 2"
+    ):
+        P.run_pipeline(moved, tmp_path / "run", rounds=3, progress=False)
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
 def test_profile_values_are_checked_before_anything_runs():
     profile = P.load_profile("ci")
     with pytest.raises(SettingsError, match=r"train\.stpes: not a parameter of 02_train; did you mean steps"):
@@ -345,6 +363,26 @@ def test_sample_data_is_valid_and_made_by_the_kit_as_it_is_now():
     assert sum(f.stat().st_size for f in sample.rglob("*") if f.is_file() and ".cache" not in f.name) < 2_000_000
     # every clone and wheel carries the shipped networks (small: 0.4 MB, apprentice: 12 MB)
     assert sum(f.stat().st_size for f in (DATA / "networks").glob("*.pt")) < 16_000_000
+
+
+def test_the_committed_sample_is_what_make_data_makes_now(tmp_path):
+    """`make data` again gives the committed sample game for game and example for example (only the
+    games' timings differ): an engine or expert change that alters the sample fails here until it is remade."""
+    import gzip
+
+    made = P.make_sample_data(tmp_path, progress=False)
+
+    def games(sample: Path) -> list[dict]:
+        rows = [json.loads(line) for line in (sample / "records" / "shard-000000.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if k != "meta"} for row in rows]
+
+    def examples(sample: Path) -> list[str]:
+        with gzip.open(sample / "examples" / "shard-000000.jsonl.gz", "rt") as f:
+            return f.read().splitlines()
+
+    committed = DATA / "round0-sample"
+    assert games(made) == games(committed)
+    assert examples(made) == examples(committed)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -623,6 +661,27 @@ def test_05_runs_again_when_the_runs_best_network_changes(chain, tmp_path):
     gate = run / "train1" / "gate.json"
     gate.write_text(json.dumps({**read_json(gate), "promoted": not read_json(gate)["promoted"]}))
     assert "did not play the run's best network as it is now" in P.step_problem(last)
+
+
+def test_a_step_begun_binds_its_settings_as_a_finished_one(tmp_path):
+    """An interrupted 01 or 02 resumes from what it wrote (games, checkpoints): other settings then would
+    mix two runs in one round, so they are refused as for a finished step, not merely noted."""
+    run = tmp_path / "run"
+
+    def rerun(*overrides: str) -> None:
+        P.run_pipeline("ci", run, overrides=list(overrides), stop_before="01", progress=False, log=lambda _: None)
+
+    rerun()
+    rerun("train.lr=0.01", "round0_data.games=5")  # nothing begun: accepted
+    (run / "round0").mkdir()
+    (run / "round0" / "selfplay.json").write_text("{}")  # 01 began its games
+    with pytest.raises(ValueError, match=r"holds another run \(round0_data\.games: 5 -> 6\)"):
+        rerun("train.lr=0.01", "round0_data.games=6")
+    (run / "train0" / "checkpoints").mkdir(parents=True)
+    (run / "train0" / "checkpoints" / "step-000050.pt").write_bytes(b"")  # 02 began its training
+    with pytest.raises(ValueError, match=r"holds another run \(train\.lr: 0\.01 -> 0\.02\)"):
+        rerun("train.lr=0.02", "round0_data.games=5")
+    rerun("train.lr=0.01", "round0_data.games=5")  # the same settings: resumed
 
 
 def test_a_run_stops_before_a_notebook(tmp_path):

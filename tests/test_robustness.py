@@ -200,7 +200,9 @@ def test_a_second_pipeline_on_a_run_directory_is_refused_at_once(tmp_path, capsy
         wait_for(lambda: (lock_holder(run) or {}).get("pid") == first.pid, 60, "the first pipeline's lock")
         start = time.perf_counter()
         assert main(args) == 2
-        assert time.perf_counter() - start < 10
+        # refused without waiting for the lock: a guard against a hang (the first pipeline runs for minutes),
+        # not a speed figure, so generous for a loaded machine
+        assert time.perf_counter() - start < 30
         err = capsys.readouterr().err
         assert err.startswith("drmario pipeline: error: ") and f"in use by pipeline (pid {first.pid}" in err
     finally:
@@ -318,7 +320,9 @@ def test_shards_carry_the_sha256_of_their_files(whole_run):
         assert shards.shard_problem(shard) is None
 
 
-@pytest.mark.parametrize("damage", ["cut examples", "cut records", "flip a byte", "legacy cut", "legacy intact"])
+@pytest.mark.parametrize(
+    "damage", ["cut examples", "cut records", "flip a byte", "legacy cut", "legacy bad crc", "legacy intact"]
+)
 def test_a_damaged_shard_is_played_again(whole_run, tmp_path, damage):
     run = copy_run(whole_run, tmp_path / "run")
     shard = run / "examples" / "shard-000002.jsonl.gz"
@@ -332,6 +336,8 @@ def test_a_damaged_shard_is_played_again(whole_run, tmp_path, damage):
         target.write_bytes(data[: len(data) // 2])
     elif damage == "flip a byte":
         target.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    elif damage == "legacy bad crc":  # every line reads, then the gzip stream fails its check
+        target.write_bytes(data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:])
     reports: list[str] = []
     sp.generate(sp.SelfPlayConfig(**SETTINGS), run, progress=False, log=reports.append)
     if damage == "legacy intact":
@@ -826,7 +832,8 @@ def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path, mo
     with pytest.raises(RunError) as failure:
         sp.generate(cfg, run, progress=False)
     killer.join(1)
-    assert time.monotonic() - killed[0] < 15
+    # a guard against a hang, not a speed figure: the close path's own waits add up to about 17 s at most
+    assert time.monotonic() - killed[0] < 40
     assert re.match(
         r"search worker \d \(killed by SIGKILL\) died while the inference server was running", str(failure.value)
     )
@@ -1091,6 +1098,7 @@ def test_interrupted_at_random_points_the_pipeline_resumes_to_the_same_results(w
     and the run then ends as the wheel's uninterrupted one (the same files, byte for byte)."""
     whole, took = wheel_run
     seed = int(os.environ.get("DRMARIO_KILL_SEED", time.time_ns() % 2**32))  # set it to replay a failure
+    print(f"DRMARIO_KILL_SEED={seed}")  # shown with any failure, an assertion's or not
     rng = random.Random(seed)
     broken, at = tmp_path / "broken", []
     for sig in (signal.SIGINT, signal.SIGKILL, signal.SIGINT):

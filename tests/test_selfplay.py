@@ -69,6 +69,23 @@ def test_interrupted_run_resumes_without_losing_or_duplicating(tmp_path, monkeyp
     assert [r.moves for r in sp.read_records(broken)] == [r.moves for r in sp.read_records(whole)]
 
 
+def test_a_run_goes_on_only_with_the_weights_that_began_it(tmp_path, monkeypatch):
+    from drmario.learn.checkpoint import save_net
+    from drmario.learn.net import DrMarioNet, NetConfig
+
+    net = tmp_path / "net.pt"
+    save_net(DrMarioNet(NetConfig(filters=4, blocks=0)), net)
+    cfg = sp.SelfPlayConfig(games=1, levels=[0], search=SearchConfig(mode="puct", simulations=2), network=str(net))
+    monkeypatch.setattr(sp, "play_shard", lambda *args, **kwargs: None)  # the check, not the games
+    sp.generate(cfg, tmp_path / "run", progress=False)
+    record = json.loads((tmp_path / "run" / sp.NETWORK_FILE).read_text())
+    assert record["network"] == str(net) and len(record["sha256"]) == 64
+    sp.generate(cfg, tmp_path / "run", progress=False)  # the same weights: goes on
+    save_net(DrMarioNet(NetConfig(filters=4, blocks=0)), net)  # retrained in place (fresh weights)
+    with pytest.raises(ValueError, match=r"holds other weights .* than the ones this run's games were played with"):
+        sp.generate(cfg, tmp_path / "run", progress=False)
+
+
 def test_other_settings_in_the_same_run_directory_are_refused(tmp_path):
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 2}), tmp_path, progress=False)
     with pytest.raises(ValueError, match=r"selfplay.json holds other settings \(seed: \d+ -> 4\)"):
@@ -137,6 +154,26 @@ def test_worker_processes_give_the_same_games(tmp_path):
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4}), one, progress=False)
     sp.generate(sp.SelfPlayConfig(**{**SETTINGS, "games": 4, "workers": 2}), two, progress=False)
     assert shard_texts(one) == shard_texts(two)
+
+
+def _no_space_left(cfg_dict, specs, run_dir, on_game):
+    """A shard's play in a pool worker that fails as a full disk would (module level: spawn imports it)."""
+    raise OSError(28, "No space left on device")
+
+
+def test_a_pool_worker_s_error_names_the_shard_it_cut_short(tmp_path):
+    from drmario.files import RunError
+    from drmario.play.lockstep import GameSpec
+    from drmario.play.workers import run_pool
+
+    class Bar:
+        def update(self, n=1):
+            pass
+
+    shards = [[GameSpec(8, 1234, 10)]]
+    with pytest.raises(RunError, match=r"self-play shard-000008 failed: OSError: .*No space left on device") as info:
+        run_pool(_no_space_left, {}, shards, tmp_path, 1, Bar())
+    assert isinstance(info.value.__cause__, OSError) and str(tmp_path) in str(info.value)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -354,6 +391,11 @@ def test_a_damaged_shard_past_game_999999_replays_only_its_own_games(tmp_path):
     assert "its 10 game(s) are played again (games 999990..999999;" in said[0]
     assert "its 10 game(s) are played again (games 1000000..1000009;" in said[1]
     assert (tmp_path / "examples" / "shard-1000000.jsonl.gz.damaged").exists()
+    shard_path(tmp_path, 1_000_000).write_bytes(b"x")  # played again, damaged again: the first evidence stays
+    assert set_aside_damaged(tmp_path, said.append) == ["shard-1000000.jsonl.gz"]
+    assert said[-1].endswith("old files: *.damaged2)")
+    assert (tmp_path / "examples" / "shard-1000000.jsonl.gz.damaged").read_bytes() == b""
+    assert (tmp_path / "examples" / "shard-1000000.jsonl.gz.damaged2").read_bytes() == b"x"
 
 
 def test_game_specs_cycle_the_levels_and_draw_each_games_seed_from_the_run_seed_and_its_number():

@@ -331,7 +331,7 @@ def test_ddp_with_torchrun_on_cpu(tmp_path):
     run_dir = tmp_path / "run"
     tests = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": f"{tests}{os.pathsep}{tests.parent}", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29533", str(script)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone", str(script)]
     done = subprocess.run([*cmd, str(run_dir)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     hashes = {p.name: p.read_text() for p in run_dir.glob("params-*.txt")}
@@ -491,6 +491,18 @@ def test_steps_before_follow_the_warm_starts_back_to_fresh_weights(tmp_path, exa
     (tmp_path / "first" / "checkpoints" / "latest.pt").unlink()  # a link that cannot be read
     assert steps_before(tmp_path / "values") is None and steps_before(tmp_path / "next") is None
     assert steps_before(tmp_path / "nowhere") is None
+
+
+def test_the_later_decision_of_a_colour_renaming_is_in_the_same_renaming():
+    from drmario.learn.dataset import later_index
+
+    game, duration = np.array([0, 0, 0, 1, 1]), np.array([3, 2, 1, 2, 1])
+    assert later_index(game, duration, 1).tolist() == [1, 2, -1, 4, -1]
+    assert later_index(game, duration, 2).tolist() == [2, -1, -1, -1, -1]
+    blocks = later_index(np.tile(game, 3), np.tile(duration, 3), 1)  # three renamings, in blocks of 5
+    assert blocks.tolist() == [1, 2, -1, 4, -1, 6, 7, -1, 9, -1, 11, 12, -1, 14, -1]
+    assert later_index(np.array([0, 0, 0]), np.array([2, 2, 1]), 1).tolist() == [2, -1, -1]  # one copy of the later
+    assert later_index(np.zeros(0, np.int64), np.zeros(0, np.int64), 1).tolist() == []
 
 
 def test_bootstrapped_targets_add_this_decisions_counts_to_the_prediction_one_decision_later(examples):

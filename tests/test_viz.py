@@ -10,7 +10,9 @@ import re
 import subprocess
 import sys
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import matplotlib
+
+matplotlib.use("Agg")  # this process only: the notebooks the tests run get the kernel's own backend
 
 import numpy as np
 import pandas as pd

@@ -324,13 +324,20 @@ def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:
     """For every example, the index of the example n decisions later in the same game (its
     duration n smaller), or -1 where the game ends first or that decision is not an example (a
     self-play run with playout cap randomisation writes only some). Decisions of one game count
-    their duration down by one pill each."""
+    their duration down by one pill each. Where a decision appears more than once (the colour
+    renamings of `augment_colours`, in blocks), its k-th copy is paired with the later decision's
+    k-th copy: the same renaming, not always the first."""
+    if len(game) == 0:
+        return np.zeros(0, np.int64)
     key = game.astype(np.int64) * 100_000 + duration.astype(np.int64)
     order = np.argsort(key, kind="stable")
-    want = key - n
-    pos = np.searchsorted(key[order], want)
-    pos = np.minimum(pos, len(order) - 1)
-    found = (key[order][pos] == want) & (duration >= n)
+    ranked = key[order]
+    first = np.searchsorted(ranked, ranked)  # each sorted key's first position: its copy number follows
+    copy = np.empty(len(key), np.int64)
+    copy[order] = np.arange(len(key)) - first
+    pos = np.searchsorted(ranked, key - n)
+    pos = np.minimum(pos + copy, len(order) - 1)  # the later key's copy of the same number, if any
+    found = (ranked[pos] == key - n) & (duration >= n)
     return np.where(found, order[pos], -1)
 
 

@@ -20,7 +20,7 @@ move or the search's visits there), KataGo's opponent-move target in a one-playe
 Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, the
 design's 18, or 28 with the expert's one-ply preference; `NetConfig.planes`); outputs `NetOutput`:
 won float[B] in [-1, 1], cleared and duration float[B] >= 0, moves float[B, 4, 8, 16] summing to 1
-over the 512 slots (flat slot r * 128 + x * 16 + y, as `encode.move_index`).
+over the 512 slots (flat slot r * 128 + x * 16 + y, as `rules.move_index`).
 
 Moves are normalised in log space: log m = s - logsumexp(s), with s = log-sigmoid(z) for the design
 head (sigmoid then divided by the sum, exactly, without forming tiny products) and s = z for the

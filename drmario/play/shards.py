@@ -109,6 +109,8 @@ def shard_problem(shard: str | Path) -> str | None:
     if report.skipped or report.examples != side.get("examples"):
         expected = side.get("examples")
         return f"{shard} reads {report.examples} examples ({report.skipped} bad lines); its sidecar says {expected}"
+    if report.warnings:  # e.g. a CRC failure after every line read: no digest vouches for an unsealed shard
+        return f"{shard}: {report.warnings[0]}"
     if games != len(side.get("games", [])):
         return f"{files['records']} holds {games} game records, the sidecar lists {len(side.get('games', []))} games"
     listed, recorded = _listed_games(shard), _recorded_games(shard)
@@ -194,15 +196,19 @@ def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -
                 known = set(range(first, min([*later, total])))
             known = {g for g in known if 0 <= g < total}
         games = sorted(known - done)
-        for path in (*shard_files(shard).values(), sidecar_path(shard)):
+        aside = ".damaged"  # a shard damaged again keeps the earlier evidence: .damaged2, .damaged3, ...
+        paths = [*shard_files(shard).values(), sidecar_path(shard)]
+        while any(p.with_name(p.name + aside).exists() for p in paths):
+            aside = f".damaged{int(aside[8:] or 1) + 1}"
+        for path in paths:
             if path.exists():
-                os.replace(path, path.with_name(path.name + ".damaged"))
+                os.replace(path, path.with_name(path.name + aside))
         again = (
             f"its {len(games)} game(s) are played again (games {_span(games)}; "
             if games
             else "its games are played again ("
         )
-        log(f"{shard.name} is damaged: {problem}; {again}old files: *.damaged)")
+        log(f"{shard.name} is damaged: {problem}; {again}old files: *{aside})")
     return [shard.name for shard in damaged]
 
 

@@ -90,7 +90,15 @@ def run_pool(
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             _drain(games_done, bar)
             for future in finished:
-                future.result()  # a worker's error, raised here
+                try:
+                    future.result()  # a worker's error, raised here
+                except BrokenProcessPool:
+                    raise
+                except Exception as e:  # a full disk, a bad network file: name the shard it cut short
+                    raise RunError(
+                        f"self-play {shard_names([futures[future]])} failed: {type(e).__name__}: {e}. The shards "
+                        f"written in {run_dir} are kept: mend the cause and run the same command again"
+                    ) from e
         _drain(games_done, bar, timeout=0.5)  # the last games' notes may still be in the pipe
     except BrokenProcessPool:
         unfinished = [specs for f, specs in futures.items() if not f.done() or f.exception() is not None]

@@ -388,9 +388,10 @@ def earlier_results(
         for spec in specs:
             name = agent_name(spec)
             games = folder / "games" / f"{name}.jsonl"
-            if parse_spec(spec)[0] in NETWORK_KINDS or name in records or not games.exists():
+            listed = table["agent"] == name  # a games file a later save left behind has no row: not reused
+            if parse_spec(spec)[0] in NETWORK_KINDS or name in records or not games.exists() or not listed.any():
                 continue
-            rows.append(table[table["agent"] == name])
+            rows.append(table[listed])
             records[name] = GameRecord.read_file(games)
     remaining = [s for s in specs if agent_name(s) not in records]
     return (pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()), records, remaining

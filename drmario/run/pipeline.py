@@ -72,6 +72,7 @@ from drmario.run.profiles import (
     apply_overrides,
     build,
     check_profile,
+    check_seeds,
     load_profile,
     section_of,
     section_values,
@@ -249,7 +250,7 @@ def step_problem(step: Step) -> str | None:
         if not same or in_run(played.get("checkpoint", "")) != in_run(best):
             return f"it did not play the run's best network as it is now, {in_run(best)}"
         return None
-    if section in ("round0_data", "next_round"):  # every game of its runs in a sealed, intact shard
+    if section in ("round0_data", "next_round"):  # every game of its runs in an intact shard (`shard_problem`)
         problems = [p for p in (run_problem(examples.parent) for examples in step.products) if p is not None]
         return f"its self-play is incomplete: {'; '.join(problems)}" if problems else None
     for path in step.products:
@@ -276,13 +277,24 @@ def _what_it_makes(section: Any) -> Any:
     return {k: v for k, v in section.items() if k not in HOW_IT_RUNS} if isinstance(section, dict) else section
 
 
+def _begun(step: Step) -> bool:
+    """Whether a step not done has written work its settings made, which it resumes from (a
+    training's checkpoints, a self-play's games): other settings then would make a mix of two runs."""
+    section = section_of(step.notebook)
+    if section in ("round0_data", "next_round"):
+        return (step.products[0].parent / "selfplay.json").exists()  # products[0]: round{k}/examples
+    if section == "train":
+        return any(step.products[0].parent.glob("*.pt"))  # products[0]: train{k}/checkpoints/latest.pt
+    return False
+
+
 def _claim(
     run_dir: Path, profile: Mapping[str, Any], source: str | None, rounds: int, steps: Sequence[Step]
 ) -> list[str]:
     """Write run_dir/pipeline.json, or check that the run there was made with the same settings
-    for every step that finished, of this call's steps or any the run has made (more rounds, 05)
-    (self-play's rule: resume the same run, refuse another one); the settings of steps still to run
-    may change. Returns the changes accepted. A call with none of its steps to run and the same
+    for every step that finished or began (`_begun`), of this call's steps or any the run has made
+    (more rounds, 05) (self-play's rule: resume the same run, refuse another one); the settings of
+    steps still to run may change. Returns the changes accepted. A call with none of its steps to run and the same
     settings leaves the record as it is (its code version: the last call's that ran a step or changed
     a setting). Call it holding the run directory's lock, after the settings validated: a refused
     rerun changes nothing."""
@@ -301,8 +313,9 @@ def _claim(
                 "again in a new run directory (e.g. --run-dir runs/<new name>)"
             ) from e
         rounds = max(rounds, int(previous.get("rounds", 1)))
-        done = [step for step in plan(profile, run_dir, rounds, True) if step_done(step)]
-        finished = {section_of(step.notebook) for step in done}
+        every = plan(profile, run_dir, rounds, True)
+        done = [step for step in every if step_done(step)]
+        finished = {section_of(step.notebook) for step in every if step in done or _begun(step)}
         old = previous.get("profile", {})
         binding = [
             d
@@ -476,6 +489,7 @@ def run_pipeline(
         profile = load_profile(profile)
     profile = apply_overrides(profile, overrides)
     check_profile(profile, devices=False)  # before anything is written: a refused profile leaves no trace
+    check_seeds(profile, rounds)
     for note in unread_settings(profile):
         log(f"unread setting, {note}")
     notebooks_dir = Path(notebooks_dir or kit_dir("notebooks"))

@@ -448,6 +448,25 @@ def check_profile(profile: Mapping[str, Any], devices: bool | Collection[str] = 
         raise SettingsError(f"profile {profile.get('name')!r}", problems)
 
 
+def check_seeds(profile: Mapping[str, Any], rounds: int) -> None:
+    """A run's self-play seeds must differ: round 0's games (round0_data's seed), the value games
+    (value_seed, with value_games) and round k's (next_round's seed + k, k from 1 to rounds - 1).
+    One seed makes the same games (NES seeds, levels and searches), so a repeat would train on one
+    round's games twice, or on the value games no training may use. Raises `SettingsError`."""
+    round0, later = (build(s, section_values(profile, s), devices=False) for s in ("round0_data", "next_round"))
+    assert isinstance(round0, Round0Data) and isinstance(later, NextRound)
+    users: dict[int, list[str]] = {round0.selfplay.seed: ["round 0 (round0_data.seed)"]}
+    if round0.value_games:
+        users.setdefault(round0.value_seed, []).append("the value games (round0_data.value_seed)")
+    for k in range(1, rounds):
+        users.setdefault(later.selfplay.seed + k, []).append(f"round {k} (next_round.seed + {k})")
+    problems = [
+        f"seed {seed} plays the same games for {' and '.join(who)}" for seed, who in users.items() if len(who) > 1
+    ]
+    if problems:
+        raise SettingsError(f"profile {profile.get('name')!r}", problems)
+
+
 def unread_settings(profile: Mapping[str, Any]) -> list[str]:
     """The settings a checked profile (`check_profile`) sets that its notebooks never read, each with
     why (`Settings.unread`: a search setting beside another ``mode``, a switch's that is off, the

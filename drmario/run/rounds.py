@@ -171,21 +171,24 @@ def gate_round(
 ) -> dict[str, Any]:
     """Gate round `round`'s network against the best before it (module docstring); returns the
     record written to train{round}/gate.json. A round already gated with the same settings is not
-    played again (a gate record of another network of the round, e.g. before its values refit, is
-    played again)."""
+    played again (a gate record of another network of the round, e.g. before its values refit, or
+    of other weights at the same path, is played again)."""
     folder = train_dir(run_dir, round)
     done, network = read_gate(run_dir, round), checkpoint_path(run_dir, round)
+    digest = file_sha256(network)
     if (
         done is not None
         and done.get("config") == cfg.to_dict()
         and done.get("network", in_run(network)) == in_run(network)
+        and done.get("sha256", digest) == digest  # (records from before the digest: by path)
     ):
         return done
     agent = make_agent(cfg.agent, network=network, device=device)
     records = play_gate(agent, cfg)
     write_atomic(folder / GATE_GAMES, "".join(r.to_json() + "\n" for r in records))
     best = best_round(run_dir, round)
-    entry: dict[str, Any] = {"round": round, "network": in_run(network), "against": best, "config": cfg.to_dict()}
+    entry: dict[str, Any] = {"round": round, "network": in_run(network), "sha256": digest, "against": best}
+    entry["config"] = cfg.to_dict()
     if best is None:
         wins = sum(r.outcome == "won" for r in records)
         entry.update(promoted=True, reason="the first network: nothing to beat", wins=wins, games=len(records))

@@ -6,8 +6,11 @@ with s = p / (p + P) and the pill scale P = k * V (k = `Utility.pills_per_virus`
 - a win:        WIN_FLOOR + (1 - WIN_FLOOR) * (1 - s)          (fewer pills is better)
 - otherwise:    TOPOUT_CEILING * (c + s) / (V + 1)              (more cleared, then longer survival)
 
-with TOPOUT_CEILING (0.5) < WIN_FLOOR (0.6), so any win is worth more than any top-out. A top-out,
-a stalemate and a rollout cut off by the horizon all take the second form: none of them is a win.
+with TOPOUT_CEILING (0.5) < WIN_FLOOR (0.6), so any finished win is worth more than any finished
+top-out. A top-out, a stalemate and a rollout cut off by the horizon all take the second form: none
+of them is a win. At a network leaf c is the viruses cleared on the path plus the network's predicted
+rest, not capped at V, so a leaf's failure value can pass 0.5 (capping it was measured and not kept:
+bench/README.md, "A cap on the network's predicted viruses cleared").
 
 Why P = k * V: the value of a win then depends on p only through p / V, the pills per virus. A
 fixed P (it was 20) made a pill at level 20 (p around 160) worth 0.0005, below the noise of a value

@@ -22,8 +22,9 @@ whose keys are that notebook's parameters. The pipeline sets the paths itself
 
 Rerunning into the same run directory resumes: a notebook that completed and left its outputs is
 skipped, an interrupted one runs again (and its work resumes: self-play skips the games written,
-training continues from its last checkpoint). The settings of the steps that finished are binding: a
-rerun that changes them is refused (use a new run directory); the settings of the steps still to
+training continues from its last checkpoint). The settings of the steps that finished or began (a
+training's checkpoints, a self-play's games written) are binding: a rerun that changes them is
+refused (use a new run directory), as it would mix two runs; the settings of the steps still to
 run may change, and so may those that only say how a step runs (`HOW_IT_RUNS`: worker processes,
 torch threads). ``--stop-before 02`` stops a run before its first training, e.g. to make round 0's
 games on one machine and resume the run on another with a GPU. A run directory has one owner: a

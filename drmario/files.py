@@ -219,6 +219,8 @@ class MetricsCSV:
                     raise ValueError(f"{self.path}, line {reader.line_num}: step {r[0]!r} is not an integer") from None
                 if len(r) == len(keep[0]) and row_step <= step:
                     keep.append(r)
+        if len(records) > 1 and keep[-1] is records[-1] and not self._ends_a_line():
+            keep.pop()  # the last row has no line end: cut short, though its cells may all be there
         if len(keep) != len(records):
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows(keep)

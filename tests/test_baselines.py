@@ -409,6 +409,10 @@ def test_metrics_csv_appends_with_a_header_and_truncates_on_resume(tmp_path):
     assert csv.path.read_text().splitlines()[-2:] == ["40,tra", "40,train,1"]
     csv.truncate(40)  # the cut row goes, the whole one stays
     assert [(r["step"], r["split"]) for r in csv.rows()][-2:] == [("30", "test"), ("40", "train")]
+    with open(csv.path, "a") as f:  # cut just after its last comma: every cell there, but no line end
+        f.write("50,train,")
+    csv.truncate(60)
+    assert [r["step"] for r in csv.rows()][-1] == "40"
     with open(csv.path, "a") as f:
         f.write("4x,train,1\n")
     with pytest.raises(ValueError, match=r"m.csv, line 6: step '4x' is not an integer"):

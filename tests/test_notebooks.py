@@ -663,6 +663,19 @@ def test_05_runs_again_when_the_runs_best_network_changes(chain, tmp_path):
     assert "did not play the run's best network as it is now" in P.step_problem(last)
 
 
+@pytest.mark.slow
+def test_a_round_whose_network_changed_since_its_gate_is_not_done(chain, tmp_path):
+    run = copy_of_run(chain, tmp_path / "run", ("train0",), "02_train")
+    step = next(s for s in P.plan(P.load_profile("ci"), run) if s.notebook == "02_train")
+    assert P.step_done(step) and len(read_json(run / "train0" / "gate.json")["sha256"]) == 64
+    network = checkpoint_path(run, 0)
+    network.write_bytes(network.read_bytes())  # the same weights written again: still done
+    assert P.step_done(step)
+    gate = run / "train0" / "gate.json"
+    gate.write_text(json.dumps({**read_json(gate), "sha256": "0" * 64}))  # as if other weights were gated
+    assert "judged other weights than train0/" in P.step_problem(step)
+
+
 def test_a_step_begun_binds_its_settings_as_a_finished_one(tmp_path):
     """An interrupted 01 or 02 resumes from what it wrote (games, checkpoints): other settings then would
     mix two runs in one round, so they are refused as for a finished step, not merely noted."""
@@ -682,6 +695,21 @@ def test_a_step_begun_binds_its_settings_as_a_finished_one(tmp_path):
     with pytest.raises(ValueError, match=r"holds another run \(train\.lr: 0\.01 -> 0\.02\)"):
         rerun("train.lr=0.02", "round0_data.games=5")
     rerun("train.lr=0.01", "round0_data.games=5")  # the same settings: resumed
+    # what a resumed training may change (its steps, device; the gate, played after it) stays free
+    rerun("train.lr=0.01", "round0_data.games=5", "train.steps=300", "train.gate_games_per_level=3")
+
+
+def test_seeds_a_run_began_with_are_warned_of_not_refused(tmp_path):
+    run, lines = tmp_path / "run", []
+    P.run_pipeline("ci", run, stop_before="01", progress=False, log=lines.append)
+    collide = ["next_round.seed=997"]  # round 3's seed, 1000, is the value games'
+    with pytest.raises(SettingsError, match="seed 1000 plays the same games"):
+        P.run_pipeline("ci", run, rounds=4, overrides=collide, stop_before="01", progress=False)
+    record = read_json(run / "pipeline.json")  # a run made before the check, with those seeds
+    record["profile"]["next_round"]["seed"] = 997
+    (run / "pipeline.json").write_text(json.dumps(record))
+    P.run_pipeline("ci", run, rounds=4, overrides=collide, stop_before="01", progress=False, log=lines.append)
+    assert any(line.startswith("warning: profile 'ci': seed 1000 plays the same games") for line in lines)
 
 
 def test_a_run_stops_before_a_notebook(tmp_path):

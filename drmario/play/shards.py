@@ -8,11 +8,11 @@ and one entry per game: index, seed, level, outcome, first line, count); and und
 A finished shard is sealed (`seal`): its sidecar gets the sha256 of the examples file, of the
 records file, and of the sidecar's own content, so a changed byte in any of the three (a game
 index included) is found. On resume, a shard that does not match (cut short, changed) is not
-trusted: its files are moved aside (``*.damaged``) and its games are played again. A shard
-written before the sidecars were sealed must read whole and its sidecar must list the games its
-records hold; a shard that lists a game an earlier shard lists too is set aside as well, so no game
-is ever counted twice. `run_problem` says whether a run is complete: every game of its settings in
-an intact shard.
+trusted: its files are moved aside (``*.damaged``; ``*.damaged2`` and on when it is damaged again)
+and its games are played again. A shard written before the sidecars were sealed must read whole and
+its sidecar must list the games its records hold; a shard that lists a game an earlier shard lists
+too is set aside as well, so no game is ever counted twice. `run_problem` says whether a run is
+complete: every game of its settings in an intact shard.
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ def _check_shards(run_dir: Path) -> tuple[dict[Path, set[int]], dict[Path, str]]
 
 def set_aside_damaged(run_dir: str | Path, log: Callable[[str], None] = print) -> list[str]:
     """Check every shard in run_dir (`shard_problem`, and no game in two shards); move the files of
-    a damaged one aside (``<name>.damaged``), so that its games are played again (the games no
-    intact shard lists), and say how many. Returns the names of the shards set aside."""
+    a damaged one aside (``<name>.damaged``, then ``.damaged2``, ...), so that its games are played
+    again (the games no intact shard lists), and say how many. Returns the names of the shards set aside."""
     run_dir = Path(run_dir)
     intact, damaged = _check_shards(run_dir)
     if not damaged:

@@ -92,7 +92,7 @@ def run_pool(
             for future in finished:
                 try:
                     future.result()  # a worker's error, raised here
-                except BrokenProcessPool:
+                except (BrokenProcessPool, RunError):
                     raise
                 except Exception as e:  # a full disk, a bad network file: name the shard it cut short
                     raise RunError(

@@ -23,13 +23,13 @@ whose keys are that notebook's parameters. The pipeline sets the paths itself
 Rerunning into the same run directory resumes: a notebook that completed and left its outputs is
 skipped, an interrupted one runs again (and its work resumes: self-play skips the games written,
 training continues from its last checkpoint). The settings of the steps that finished or began (a
-training's checkpoints, a self-play's games written) are binding: a rerun that changes them is
-refused (use a new run directory), as it would mix two runs; the settings of the steps still to
-run may change, and so may those that only say how a step runs (`HOW_IT_RUNS`: worker processes,
-torch threads). ``--stop-before 02`` stops a run before its first training, e.g. to make round 0's
-games on one machine and resume the run on another with a GPU. A run directory has one owner: a
-second pipeline on it is refused at once (`drmario.files.lock_run_dir`), and the kernels and the
-trainer it starts die with it.
+training with checkpoints, but for what a resumed training may change; a self-play run started) are
+binding: a rerun that changes them is refused (use a new run directory), as it would mix two runs;
+the settings of the steps still to run may change, and so may those that only say how a step runs
+(`HOW_IT_RUNS`: worker processes, torch threads). ``--stop-before 02`` stops a run before its first
+training, e.g. to make round 0's games on one machine and resume the run on another with a GPU. A
+run directory has one owner: a second pipeline on it is refused at once (`drmario.files.lock_run_dir`),
+and the kernels and the trainer it starts die with it.
 
 An executed notebook is written under a temporary name and renamed into place when papermill is
 done, so ``notebooks/`` never holds a notebook cut short (by a full disk, a kill) under its real name.
@@ -94,7 +94,7 @@ from drmario.run.rounds import (
     value_games_dir,
     values_dir,
 )
-from drmario.settings import differences
+from drmario.settings import SettingsError, differences
 
 RECORD = "pipeline.json"
 
@@ -257,10 +257,15 @@ def step_problem(step: Step) -> str | None:
     for path in step.products:
         if path.suffix == ".json":  # the training result and the gate's record: whole JSON objects
             try:
-                if not isinstance(json.loads(path.read_text()), dict):
-                    return f"{path} does not hold a JSON object"
+                record = json.loads(path.read_text())
             except (OSError, ValueError) as e:
                 return f"{path} cannot be read: {e}"
+            if not isinstance(record, dict):
+                return f"{path} does not hold a JSON object"
+            if path.name == GATE_FILE and "sha256" in record:  # the gate judged the round's network as it is now
+                network = checkpoint_path(step.parameters["run_dir"], step.round)
+                if not network.is_file() or file_sha256(network) != record["sha256"]:
+                    return f"its gate ({path}) judged other weights than {in_run(network)} holds now"
     return None
 
 
@@ -278,15 +283,49 @@ def _what_it_makes(section: Any) -> Any:
     return {k: v for k, v in section.items() if k not in HOW_IT_RUNS} if isinstance(section, dict) else section
 
 
+def _free_while_begun(section: str, values: Mapping[str, Any]) -> set[str]:
+    """The settings of a section whose step began but did not finish that may still change: what
+    its trainer lets a resumed training change (`learn.train.RESUMABLE`: steps, device, ...) and the
+    gate's and values refit's, which run after it (a self-play's begun run refuses any change)."""
+    if section != "train":
+        return set()
+    from drmario.learn.train import RESUMABLE
+
+    return set(RESUMABLE) | {k for k in values if k.startswith(("gate_", "value_"))}
+
+
 def _begun(step: Step) -> bool:
-    """Whether a step not done has written work its settings made, which it resumes from (a
-    training's checkpoints, a self-play's games): other settings then would make a mix of two runs."""
+    """Whether a step not done has begun work that it resumes from (a training's checkpoints, a
+    self-play's run: its selfplay.json, written before the first game): other settings then would
+    make a mix of two runs."""
     section = section_of(step.notebook)
     if section in ("round0_data", "next_round"):
         return (step.products[0].parent / "selfplay.json").exists()  # products[0]: round{k}/examples
     if section == "train":
         return any(step.products[0].parent.glob("*.pt"))  # products[0]: train{k}/checkpoints/latest.pt
     return False
+
+
+def _check_run_seeds(profile: Mapping[str, Any], run_dir: Path, rounds: int, log: Callable[[str], None]) -> None:
+    """`check_seeds` over every round the run holds or will hold. A run that began with the same
+    clash (its pipeline.json, from before the check) goes on with a warning: refusing it would
+    leave its rounds unfinishable."""
+    try:
+        previous = json.loads((run_dir / RECORD).read_text())
+        old, recorded = previous["profile"], int(previous.get("rounds", 1))
+    except (OSError, ValueError, TypeError, KeyError):  # none, or unreadable: `_claim` says why
+        old, recorded = None, 0
+    try:
+        check_seeds(profile, max(rounds, recorded))
+    except SettingsError as clash:
+        if isinstance(old, dict):
+            try:
+                check_seeds(old, max(rounds, recorded))
+            except SettingsError as before:
+                if before.problems == clash.problems:
+                    log(f"warning: {clash}; this run began with them (a new run directory needs other seeds)")
+                    return
+        raise
 
 
 def _claim(
@@ -316,16 +355,16 @@ def _claim(
         rounds = max(rounds, int(previous.get("rounds", 1)))
         every = plan(profile, run_dir, rounds, True)
         done = [step for step in every if step_done(step)]
-        finished = {section_of(step.notebook) for step in every if step in done or _begun(step)}
+        finished = {section_of(step.notebook) for step in done}
+        begun = {section_of(step.notebook) for step in every if step not in done and _begun(step)} - finished
         old = previous.get("profile", {})
-        binding = [
-            d
-            for key in sorted(set(old) | set(settings))
-            if key in finished
-            for d in differences(
-                {key: _what_it_makes(old.get(key, "<unset>"))}, {key: _what_it_makes(settings.get(key, "<unset>"))}
-            )
-        ]
+        binding = []
+        for key in sorted((set(old) | set(settings)) & (finished | begun)):
+            before, now = _what_it_makes(old.get(key, "<unset>")), _what_it_makes(settings.get(key, "<unset>"))
+            if key in begun and isinstance(before, dict) and isinstance(now, dict):
+                free = _free_while_begun(key, {**before, **now})
+                before, now = ({k: v for k, v in d.items() if k not in free} for d in (before, now))
+            binding += differences({key: before}, {key: now})
         if binding:
             raise ValueError(
                 f"{run_dir} holds another run ({'; '.join(binding)}); use a new run directory "
@@ -490,11 +529,11 @@ def run_pipeline(
         profile = load_profile(profile)
     profile = apply_overrides(profile, overrides)
     check_profile(profile, devices=False)  # before anything is written: a refused profile leaves no trace
-    check_seeds(profile, rounds)
     for note in unread_settings(profile):
         log(f"unread setting, {note}")
     notebooks_dir = Path(notebooks_dir or kit_dir("notebooks"))
     run_dir = Path(run_dir or Path("runs") / str(profile["name"])).resolve()
+    _check_run_seeds(profile, run_dir, rounds, log)
     steps = plan(profile, run_dir, rounds, baselines)
     ahead = steps
     if stop_before is not None:

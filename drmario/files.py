@@ -66,6 +66,26 @@ def file_sha256(path: PathLike) -> str:
     return digest.hexdigest()
 
 
+NETWORK_FILE = "network.json"  # beside work a network did: {"checkpoint": absolute path, "sha256": digest}
+
+
+def record_network(out_dir: PathLike, network: PathLike) -> dict[str, str]:
+    """Write out_dir/network.json: which network the work there played (absolute path and SHA-256),
+    so that it says what it is of after the run's networks change. Returns the record."""
+    record = {"checkpoint": str(Path(network).resolve()), "sha256": file_sha256(network)}
+    write_atomic(Path(out_dir) / NETWORK_FILE, json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def played_network(out_dir: PathLike) -> dict[str, str] | None:
+    """The record `record_network` wrote in out_dir, or None if there is none whole."""
+    try:
+        record = json.loads((Path(out_dir) / NETWORK_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def temp_path(path: PathLike) -> Path:
     """A temporary name next to path that no other writer uses: ``.<name>.<pid>.<random hex>.tmp``."""
     path = Path(path)
@@ -202,26 +222,22 @@ class MetricsCSV:
         ValueError naming the line of a row whose step is not an integer."""
         if not self.path.exists():
             return
-        records: list[list[str]] = []
-        keep: list[list[str]] = []
         with open(self.path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
-            for r in reader:
-                if not r:
-                    continue
-                records.append(r)
-                if len(keep) == 0:  # the header
-                    keep.append(r)
-                    continue
-                try:
-                    row_step = int(r[0])
-                except ValueError:
-                    raise ValueError(f"{self.path}, line {reader.line_num}: step {r[0]!r} is not an integer") from None
-                if len(r) == len(keep[0]) and row_step <= step:
-                    keep.append(r)
-        if len(records) > 1 and keep[-1] is records[-1] and not self._ends_a_line():
-            keep.pop()  # the last row has no line end: cut short, though its cells may all be there
-        if len(keep) != len(records):
+            lines = [(reader.line_num, r) for r in reader if r]  # (its last line's number, the row)
+        if len(lines) < 2:
+            return
+        cut = not self._ends_a_line()  # the last row has no line end: cut short, though its cells may all be there
+        header, rows = lines[0][1], lines[1 : len(lines) - cut]
+        keep = [header]
+        for n, r in rows:
+            try:
+                row_step = int(r[0])
+            except ValueError:
+                raise ValueError(f"{self.path}, line {n}: step {r[0]!r} is not an integer") from None
+            if len(r) == len(header) and row_step <= step:
+                keep.append(r)
+        if len(keep) != len(lines):
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows(keep)
             write_atomic(self.path, out.getvalue())

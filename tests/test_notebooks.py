@@ -22,7 +22,7 @@ import pytest
 import torch
 from helpers import executed_without_errors
 
-from drmario.files import file_sha256
+from drmario.files import file_sha256, played_network, record_network
 from drmario.learn.checkpoint import read_checkpoint
 from drmario.learn.dataset import load_examples
 from drmario.learn.example_files import read_examples
@@ -34,8 +34,6 @@ from drmario.run.cli import main
 from drmario.run.rounds import (
     best_checkpoint,
     checkpoint_path,
-    played_network,
-    record_analysed_network,
     refit_checkpoint,
     trained_checkpoint,
 )
@@ -655,7 +653,7 @@ def test_05_runs_again_when_the_runs_best_network_changes(chain, tmp_path):
     (more rounds, a round gated again), 05 is no longer done."""
     assert played_network(chain / "baselines")["checkpoint"] == str(best_checkpoint(chain, 2).resolve())
     run = copy_of_run(chain, tmp_path / "run", ("train0", "train1", "baselines"), "05_*")
-    record_analysed_network(run / "baselines", best_checkpoint(run, 2))  # as if played here
+    record_network(run / "baselines", best_checkpoint(run, 2))  # as if played here
     last = P.plan(P.load_profile("ci"), run, rounds=2, baselines=True)[-1]
     assert P.step_done(last)
     gate = run / "train1" / "gate.json"

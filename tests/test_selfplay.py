@@ -79,7 +79,7 @@ def test_a_run_goes_on_only_with_the_weights_that_began_it(tmp_path, monkeypatch
     monkeypatch.setattr(sp, "play_shard", lambda *args, **kwargs: None)  # the check, not the games
     sp.generate(cfg, tmp_path / "run", progress=False)
     record = json.loads((tmp_path / "run" / sp.NETWORK_FILE).read_text())
-    assert record["network"] == str(net) and len(record["sha256"]) == 64
+    assert record["checkpoint"] == str(net.resolve()) and len(record["sha256"]) == 64
     sp.generate(cfg, tmp_path / "run", progress=False)  # the same weights: goes on
     save_net(DrMarioNet(NetConfig(filters=4, blocks=0)), net)  # retrained in place (fresh weights)
     with pytest.raises(ValueError, match=r"holds other weights .* than the ones this run's games were played with"):

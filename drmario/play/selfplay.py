@@ -39,7 +39,15 @@ import pandas as pd
 
 from drmario.engine.game import DEFAULT_STALL_LIMIT, GameRecord
 from drmario.engine.level import MAX_LEVEL, SELFPLAY_SEEDS
-from drmario.files import file_sha256, lock_run_dir, remove_stray_temp, write_atomic
+from drmario.files import (
+    NETWORK_FILE,
+    file_sha256,
+    lock_run_dir,
+    played_network,
+    record_network,
+    remove_stray_temp,
+    write_atomic,
+)
 from drmario.learn.example_files import write_examples
 from drmario.learn.examples import game_examples
 from drmario.play.agents import Agent, Decision, PlayDtype, RescueAgent, SearchAgent, playout_cap_problem
@@ -294,28 +302,25 @@ def _check_same_settings(path: Path, cfg: SelfPlayConfig) -> None:
         )
 
 
-NETWORK_FILE = "network.json"  # the weights a run's games are played with: {"network": path, "sha256": digest}
-
-
 def _check_same_network(run_dir: Path, cfg: SelfPlayConfig) -> None:
-    """Record which weights play the run's games (run_dir/network.json, at its start), and refuse to
-    go on with other weights at the same path (a checkpoint retrained or refitted since), which
-    would mix two networks' games in one round. A run begun before the record was kept starts it."""
+    """Record which weights play the run's games (run_dir/network.json, `record_network`, at its
+    start), and refuse to go on with other weights at the same path (a checkpoint retrained or
+    refitted since), which would mix two networks' games in one round. A run begun before the record
+    was kept starts it."""
     if cfg.network is None:
         return
-    path = run_dir / NETWORK_FILE
-    digest = file_sha256(cfg.network)
-    if not path.exists():
-        write_atomic(path, json.dumps({"network": cfg.network, "sha256": digest}, indent=1) + "\n")
+    if not (run_dir / NETWORK_FILE).exists():
+        record_network(run_dir, cfg.network)
         return
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))["sha256"]
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"{path}: cannot read which network played the run's games ({e!r})") from e
+    stored = (played_network(run_dir) or {}).get("sha256")
+    if not isinstance(stored, str):
+        raise ValueError(f"{run_dir / NETWORK_FILE}: cannot read which network played the run's games")
+    digest = file_sha256(cfg.network)
     if stored != digest:
         raise ValueError(
             f"network = {cfg.network!r} holds other weights (sha256 {digest[:12]}...) than the ones this run's "
-            f"games were played with ({stored[:12]}..., {path}): use a new run directory, or those weights"
+            f"games were played with ({stored[:12]}..., {run_dir / NETWORK_FILE}): use a new run directory, or "
+            "those weights"
         )
 
 

@@ -46,27 +46,10 @@ def analysis_dir(run_dir: str | Path, round: int) -> Path:
     return Path(run_dir) / f"analysis{round}"
 
 
-def record_analysed_network(out_dir: str | Path, network: str | Path) -> dict[str, str]:
-    """Write out_dir/network.json: which network an analysis played (absolute path and SHA-256), so
-    its tables say what they are of after the run's networks change. Returns the record."""
-    record = {"checkpoint": str(Path(network).resolve()), "sha256": file_sha256(network)}
-    write_atomic(Path(out_dir) / "network.json", json.dumps(record, indent=1) + "\n")
-    return record
-
-
 def numbered(run_dir: str | Path, prefix: str) -> list[int]:
     """The k of every folder run_dir/{prefix}{k}, in order."""
     found = (re.fullmatch(rf"{prefix}(\d+)", p.name) for p in Path(run_dir).iterdir() if p.is_dir())
     return sorted(int(m[1]) for m in found if m)
-
-
-def played_network(out_dir: str | Path) -> dict[str, str] | None:
-    """The record `record_analysed_network` wrote in out_dir, or None if there is none whole."""
-    try:
-        record = json.loads((Path(out_dir) / "network.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def values_dir(run_dir: str | Path, round: int) -> Path:
@@ -187,8 +170,13 @@ def gate_round(
     records = play_gate(agent, cfg)
     write_atomic(folder / GATE_GAMES, "".join(r.to_json() + "\n" for r in records))
     best = best_round(run_dir, round)
-    entry: dict[str, Any] = {"round": round, "network": in_run(network), "sha256": digest, "against": best}
-    entry["config"] = cfg.to_dict()
+    entry: dict[str, Any] = {
+        "round": round,
+        "network": in_run(network),
+        "sha256": digest,
+        "against": best,
+        "config": cfg.to_dict(),
+    }
     if best is None:
         wins = sum(r.outcome == "won" for r in records)
         entry.update(promoted=True, reason="the first network: nothing to beat", wins=wins, games=len(records))

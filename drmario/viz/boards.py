@@ -15,7 +15,7 @@ import numpy as np
 from drmario.engine import kernels as K
 from drmario.engine.board import Board, Move, Pill
 from drmario.engine.game import Game
-from drmario.engine.rules import MOVES_SHAPE, legal_mask
+from drmario.engine.rules import MOVES_SHAPE, legal_mask, placement_mass
 from drmario.engine.svg import _heat as heat_colour  # the overlay's ramp, so the scale matches the cells
 from drmario.engine.svg import board_svg
 from drmario.viz.views import HTMLView, SVGView
@@ -291,7 +291,7 @@ def compare_heatmaps(
     for name, m in arrays.items():
         parts, caption, scale = _heatmap_parts(board, pill, m, legal, top, chosen, cell)
         if m is not first and m.sum() > 0 and first.sum() > 0:
-            a, b = (x[:2] + x[2:] if pill.same_colour else x for x in (m, first))  # by placement
+            a, b = (placement_mass(x, pill.same_colour) for x in (m, first))
             overlap = np.minimum(a / a.sum(), b / b.sum()).sum()
             caption += f" · overlap with {first_name} {overlap:.2f}"
         svgs += parts

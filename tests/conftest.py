@@ -31,9 +31,13 @@ def reachable_vectors() -> list[dict]:
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks gain nothing from threads, and on a busy 2-core machine OpenMP threads spin."""
+def torch_state():
+    """One thread (tiny networks gain nothing from threads, and on a busy 2-core machine OpenMP threads
+    spin), and torch's global random state seeded for each test and restored after it: a network a test
+    makes without a seed is then the same whichever tests ran before it on its worker."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
     torch.set_num_threads(threads)

@@ -15,7 +15,7 @@ import torch
 from test_net import real_examples
 
 import drmario.learn.train as train_module
-from drmario.learn.checkpoint import CheckpointError, load_net, read_checkpoint, save_checkpoint
+from drmario.learn.checkpoint import CheckpointError, checkpoint_config, load_net, read_checkpoint, save_checkpoint
 from drmario.learn.dataset import Batch
 from drmario.learn.net import NetConfig
 from drmario.learn.train import COLUMNS, TrainConfig, Trainer, _permutation, drop_expert_planes, lr_factor, train
@@ -163,8 +163,32 @@ def test_resume_with_another_network_is_refused(tmp_path, examples):
     train(tiny(steps=10), tmp_path, examples)
     with pytest.raises(CheckpointError, match=r"latest.pt holds a run of another network \(filters: 8 -> 16\)"):
         train(tiny(steps=20, net=NetConfig(filters=16, blocks=1)), tmp_path, examples)
-    with pytest.warns(UserWarning, match=r"changed settings \['lr'\]"):
-        train(tiny(steps=20, lr=1e-3), tmp_path, examples)
+    with pytest.warns(UserWarning, match=r"changed settings \['lr', 'betas'\]"):
+        changed = train(tiny(steps=20, lr=1e-3, betas=(0.8, 0.99)), tmp_path, examples)
+    state = read_checkpoint(changed.checkpoint)  # ... and they take effect, not the checkpoint's
+    assert [(g["lr"], g["betas"]) for g in state["optimizer"]["param_groups"]] == [(1e-3, (0.8, 0.99))]
+    assert [r["lr"] for r in rows(changed.metrics) if r["split"] == "train"][-1] == "0.001"
+    cosine = tiny(schedule="cosine", steps=10, warmup_steps=2)
+    train(cosine, tmp_path / "cosine", examples)
+    with pytest.warns(
+        UserWarning, match=r"at step 10 with steps 10 -> 20: the cosine schedule now runs to step 20, so"
+    ):
+        train(cosine.replace(steps=20), tmp_path / "cosine", examples)
+
+
+def test_a_resumed_runs_rows_match_where_a_checkpoint_cut_a_log_window(tmp_path, examples):
+    cfg = tiny(steps=20, log_every=4, checkpoint_every=10, eval_every=20)  # step 10 is mid-window (9 to 12)
+    whole = train(cfg, tmp_path / "whole", examples)
+    parts = tmp_path / "parts"
+    train(cfg, parts, examples)  # then back to step 10, as after a crash there
+    (parts / "checkpoints" / "step-000020.pt").unlink()
+    (parts / "checkpoints" / "latest.pt").write_bytes((parts / "checkpoints" / "step-000010.pt").read_bytes())
+    resumed = train(cfg, parts, examples)
+
+    def strip(table):
+        return [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s")} for r in table]
+
+    assert strip(rows(whole.metrics)) == strip(rows(resumed.metrics))
 
 
 def test_a_run_begun_before_a_network_setting_existed_resumes(tmp_path, examples):
@@ -178,6 +202,18 @@ def test_a_run_begun_before_a_network_setting_existed_resumes(tmp_path, examples
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert train(tiny(steps=20), tmp_path, examples).step == 20
+    # a network from before the preview planes and the scaled count error: 18 planes, relative errors
+    first = NetConfig(filters=8, blocks=1, planes=18, count_error="relative")
+    train(tiny(steps=10, net=first), tmp_path / "first", examples)
+    latest = tmp_path / "first" / "checkpoints" / "latest.pt"
+    state = read_checkpoint(latest)
+    for config in (state["config"]["net"], state["net_config"]):
+        del config["planes"], config["count_error"]
+    save_checkpoint(latest, state)
+    assert checkpoint_config(read_checkpoint(latest)) == first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert train(tiny(steps=20, net=first), tmp_path / "first", examples).step == 20
 
 
 def test_a_run_killed_between_its_step_file_and_latest_restores_latest(tmp_path, examples):
@@ -597,3 +633,26 @@ def test_nonfinite_gradient_with_a_finite_loss(tmp_path, examples, monkeypatch, 
     else:
         assert result.stopped is None and result.skipped == 1 and result.step == 12
     assert all(torch.isfinite(v).all() for v in read_checkpoint(result.checkpoint)["model"].values())
+
+
+def test_a_skipped_step_leaves_the_batch_norm_statistics_as_they_were(tmp_path, examples, monkeypatch):
+    """A forward pass that overflows updates batch norm's running statistics before its loss is judged:
+    a skipped step must undo that too, or every later evaluation (and the checkpoint) is NaN."""
+    unpatched, calls = train_module.forward_backward, []
+
+    def overflowing(net, batch, cfg, model, device):
+        terms = unpatched(net, batch, cfg, model, device)
+        calls.append(1)
+        if len(calls) == 3:
+            next(b for b in model.buffers() if b.is_floating_point()).fill_(float("inf"))
+            terms = terms * float("nan")
+        return terms
+
+    monkeypatch.setattr(train_module, "forward_backward", overflowing)
+    result = train(
+        tiny(test_fraction=0, steps=8, log_every=4, checkpoint_every=8, on_nonfinite="skip"), tmp_path, examples
+    )
+    assert result.stopped is None and result.skipped == 1
+    assert all(
+        torch.isfinite(v).all() for v in read_checkpoint(result.checkpoint)["model"].values() if v.is_floating_point()
+    )

@@ -166,11 +166,16 @@ def read_checkpoint(path: str | Path, *, fallback: bool = False, unverified: boo
     raise CheckpointError(f"no intact checkpoint in {path.parent}: {'; '.join(problems)}")
 
 
+# What a checkpoint from before these settings existed was made with: the design's 18 planes (no
+# preview) and its relative count error.
+LEGACY_NET = {"planes": DESIGN_PLANES, "count_error": "relative"}
+
+
 def checkpoint_config(state: dict, path: str | Path = "checkpoint") -> NetConfig:
-    """The network configuration a checkpoint was saved with. A checkpoint made before the preview
-    planes existed has no ``planes`` and was built with the design's 18."""
+    """The network configuration a checkpoint was saved with (`LEGACY_NET` for the settings it
+    was made before)."""
     try:
-        return NetConfig.from_dict({"planes": DESIGN_PLANES, **state["net_config"]})
+        return NetConfig.from_dict({**LEGACY_NET, **state["net_config"]})
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint {path}: bad network configuration: {e}") from e
 

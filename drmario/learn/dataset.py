@@ -11,10 +11,11 @@ dense moves target are made on the device, per batch (`DeviceExamples.batch`).
 ``.meta.json`` sidecar) into an `ExampleSet`:
 
 - Game ids come from the sidecar's ``games`` table (seed, level, first line, count), so
-  `ExampleSet.split_by_game` keeps each game on one side. A file without a sidecar falls back to
-  the duration countdown (`example_files.infer_games`): a new game starts where an example's duration is
-  not the previous one's minus 1 (minus the line gap, if bad lines were skipped). That finds whole
-  games written in order; it cannot separate games that were cut short or interleaved.
+  `ExampleSet.split_by_game` keeps each game on one side (which side: by the game's content, not its
+  id). A file without a sidecar falls back to the duration countdown (`example_files.infer_games`): a
+  new game starts where an example's duration is not the previous one's minus 1 (minus the line gap,
+  if bad lines were skipped). That finds whole games written in order; it cannot separate games that
+  were cut short or interleaved.
 - Probabilities are validated to sum to 1 within 1e-3 and then rescaled to sum to exactly 1.
 - A decoded cache ``<file>.cache.npz`` is written next to each source (atomically; git-ignored). It
   is keyed by content (`cache_key`): a hash of the source's bytes, of its sidecar's, and of the
@@ -164,16 +165,21 @@ class ExampleSet:
         return cls(**out)
 
     def split_by_game(self, test_fraction: float, seed: int) -> tuple[ExampleSet, ExampleSet]:
-        """Split into (train, test) so that every game lies wholly on one side."""
+        """Split into (train, test) so that every game lies wholly on one side, held out where its own
+        key (`game_keys`: a hash of seed and its first example's board, pill and preview) is below
+        test_fraction: about that share of the games (at least one, and one kept, of two or more).
+        A game's side does not depend on what else is loaded: a later round, training on these games
+        and new ones from a network trained on the rest, holds out the same ones; and games that begin
+        alike (an NES seed played twice) fall on one side."""
         if not 0 <= test_fraction < 1:
             raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
-        games = np.unique(self.game)
-        rng = np.random.default_rng(seed)
-        n_test = int(round(test_fraction * len(games)))
+        games, first = np.unique(self.game, return_index=True)  # first: in the identity colouring's block
+        keys = game_keys(self.cells[first], self.pills[first], self.previews[first], seed)
+        held = keys < test_fraction
         if test_fraction > 0 and len(games) > 1:
-            n_test = min(max(n_test, 1), len(games) - 1)
-        test_games = rng.choice(games, n_test, replace=False)
-        is_test = np.isin(self.game, test_games)
+            held[np.argmin(keys)] = True
+            held[np.argmax(keys)] = False
+        is_test = np.isin(self.game, games[held])
         return self.subset(np.nonzero(~is_test)[0]), self.subset(np.nonzero(is_test)[0])
 
     def dense_moves(self) -> np.ndarray:
@@ -318,6 +324,15 @@ def compact(decoded: Decoded, game: np.ndarray) -> ExampleSet:
 
 def empty_set() -> ExampleSet:
     return compact(Decoded.empty(), np.zeros(0, np.int64))
+
+
+def game_keys(cells: np.ndarray, pills: np.ndarray, previews: np.ndarray, seed: int) -> np.ndarray:
+    """float64[G] in [0, 1): for each game a uniform key from its first example (cells uint8[G, 8, 16],
+    pills and previews uint8[G, 2]) and seed, the same wherever and beside whatever the game is loaded."""
+    rows = np.concatenate([cells.reshape(len(cells), -1), pills, previews], axis=1).astype(np.uint8)
+    salt = str(int(seed)).encode()
+    digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8, key=salt).digest() for row in rows)
+    return np.frombuffer(digests, "<u8") / 2.0**64
 
 
 def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:

@@ -3,7 +3,8 @@
 `train(cfg, run_dir)` writes into run_dir: config.json, metrics.csv (one row per logged step, every
 loss term) and checkpoints/step-NNNNNN.pt + checkpoints/latest.pt (model, optimizer, scheduler,
 config, step, data position, RNG states). If run_dir already holds latest.pt the run continues from
-it, and gives the same result as an uninterrupted run.
+it, and gives the same result as an uninterrupted run (on the CPU; on CUDA cuDNN's autotuned kernels may
+differ between processes).
 
 Data: the examples are split by game, copied compact to the device once, and expanded per batch
 there. Batches come from a permutation drawn by a torch.Generator seeded from (seed, epoch), so the
@@ -42,6 +43,7 @@ import torch
 from drmario.engine.rules import placement_mass
 from drmario.files import MetricsCSV, lock_run_dir, write_atomic
 from drmario.learn.checkpoint import (
+    LEGACY_NET,
     CheckpointError,
     checkpoint_config,
     load_state,
@@ -366,9 +368,9 @@ def _resume_from(ckpt_dir: Path) -> tuple[Path, dict] | None:
     return None
 
 
-def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
-    # a checkpoint from before a setting existed holds its default
-    a, b = {**NetConfig().to_dict(), **(saved.get("net") or {})}, cfg.net.to_dict()
+def _check_resume(saved: dict, cfg: TrainConfig, path: Path, step: int) -> None:
+    # a checkpoint from before a setting existed holds its default (`LEGACY_NET`: the network's first ones)
+    a, b = {**NetConfig().to_dict(), **LEGACY_NET, **(saved.get("net") or {})}, cfg.net.to_dict()
     if a != b:
         diff = ", ".join(f"{k}: {a.get(k)!r} -> {b[k]!r}" for k in b if a.get(k) != b[k])
         raise CheckpointError(
@@ -384,6 +386,14 @@ def _check_resume(saved: dict, cfg: TrainConfig, path: Path) -> None:
     if changed:
         warnings.warn(
             f"resuming {path} with changed settings {changed}: the run will not match an uninterrupted one",
+            stacklevel=3,
+        )
+    if cfg.schedule == "cosine" and saved.get("steps") != cfg.steps and step > cfg.warmup_steps:
+        before = cfg.lr * lr_factor(step, cfg.replace(steps=saved.get("steps") or cfg.steps))
+        warnings.warn(
+            f"resuming {path} at step {step} with steps {saved.get('steps')} -> {cfg.steps}: the cosine schedule "
+            f"now runs to step {cfg.steps}, so the learning rate goes from {before:.3g} to "
+            f"{cfg.lr * lr_factor(step, cfg):.3g}",
             stacklevel=3,
         )
 
@@ -434,14 +444,23 @@ class Trainer:
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg))
         self.step, self.epoch, self.index, elapsed, self.skipped = 0, 0, 0, 0.0, 0
         self.checkpoint_path: Path | None = None
+        self.open_window: dict | None = None  # a resumed run's metrics log window, from its checkpoint
         resume = _resume_from(self.ckpt_dir)
         if resume is not None:
             latest, ck = resume
-            _check_resume(ck.get("config", {}), cfg, latest)
+            _check_resume(ck.get("config", {}), cfg, latest, ck["step"])
             load_state(model, ck["model"], latest, checkpoint_config(ck, latest))
             self.opt.load_state_dict(ck["optimizer"])
             self.sched.load_state_dict(ck["scheduler"])
+            # the settings' rate and betas, not the checkpoint's (which the two loads bring back): a change
+            # the warning above names takes effect
+            self.sched.base_lrs = [cfg.lr] * len(self.opt.param_groups)
+            for group in self.opt.param_groups:
+                group["initial_lr"], group["lr"] = cfg.lr, cfg.lr * lr_factor(ck["step"], cfg)
+                if "betas" in group:
+                    group["betas"] = tuple(cfg.betas)
             self.step, elapsed, self.skipped = ck["step"], ck["time_s"], ck["skipped"]
+            self.open_window = ck.get("window")
             self.epoch, self.index = ck["position"]["epoch"], ck["position"]["index"]
             torch.set_rng_state(ck["rng"]["torch"])
             if self.cuda and ck["rng"]["cuda"]:
@@ -494,8 +513,9 @@ class Trainer:
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
 
-    def checkpoint(self) -> Path | None:
-        """Write step-N.pt and latest.pt (process 0 only, under torchrun)."""
+    def checkpoint(self, window: dict | None = None) -> Path | None:
+        """Write step-N.pt and latest.pt (process 0 only, under torchrun), with the metrics log's
+        window so far (float[n, len(TERMS)] terms, float[n] norms, their steps), if given."""
         if self.rank != 0:
             return None
         cfg, cuda = self.cfg, self.cuda
@@ -510,6 +530,7 @@ class Trainer:
             "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if cuda else []},
             "time_s": time.perf_counter() - self.t0,
             "skipped": self.skipped,
+            **({"window": window} if window is not None else {}),
         }
         self.checkpoint_path, self.checkpoint_step = (
             _write_checkpoint(self.ckpt_dir, state, cfg.keep_checkpoints),
@@ -560,6 +581,11 @@ class Trainer:
         window = torch.zeros(cfg.log_every, len(TERMS), device=device)  # this log window's per-step terms
         norms = torch.zeros(cfg.log_every, device=device)  # and gradient norms
         window_steps: list[int] = []
+        carried, self.open_window = self.open_window, None  # the log window its checkpoint cut, if any
+        if carried and len(carried["steps"]) < cfg.log_every:  # (checkpoint_every not a multiple of log_every)
+            n = len(carried["steps"])
+            window[:n], norms[:n] = carried["terms"].to(device), carried["norms"].to(device)
+            window_steps = list(carried["steps"])
         window_t, paused = time.perf_counter(), 0.0
         stopped = None
         bar = tqdm(total=until, initial=self.step, desc="train", disable=not cfg.progress, dynamic_ncols=True)
@@ -576,6 +602,8 @@ class Trainer:
             self.index += 1
             lr = opt.param_groups[0]["lr"]
             opt.zero_grad(set_to_none=True)
+            # the forward pass updates batch norm's running statistics before its loss is judged: a skip undoes it
+            kept = [b.clone() for b in model.buffers()] if cfg.on_nonfinite == "skip" else []
             terms = forward_backward(self.net, batch, cfg, model, device)
             # the gradients' norm (all-reduced under DDP: every process has the same one); max inf clips nothing
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
@@ -592,6 +620,9 @@ class Trainer:
                 window_steps.append(self.step + 1)
             else:
                 self.skipped += 1
+                with torch.no_grad():
+                    for buffer, before in zip(model.buffers(), kept):
+                        buffer.copy_(before)
                 msg = _nonfinite_message(terms[None], [self.step + 1], norm[None])
                 msg = msg or f"step {self.step + 1}: non-finite in another process"
                 tqdm.write(f"{msg}: step skipped ({self.skipped} so far)")
@@ -626,8 +657,9 @@ class Trainer:
                 t = time.perf_counter()
                 if due_eval:
                     self._test(lr)
-                if due_ckpt:
-                    self.checkpoint()
+                if due_ckpt:  # with the log window so far, which a resumed run's next row averages in
+                    n = len(window_steps)
+                    self.checkpoint({"terms": window[:n].cpu(), "norms": norms[:n].cpu(), "steps": window_steps})
                 paused += time.perf_counter() - t
         bar.close()
         if stopped is not None:

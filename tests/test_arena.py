@@ -8,7 +8,7 @@ import pytest
 
 import drmario as dm
 from drmario.engine.level import is_evaluation_seed
-from drmario.play.agents import GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
+from drmario.play.agents import Decision, GreedyAgent, PolicyAgent, RandomAgent, SearchAgent
 from drmario.play.arena import (
     ARENA_COLUMNS,
     EvalConfig,
@@ -58,6 +58,20 @@ def test_agents_choose_legal_moves_and_games_replay(agent):
             assert game.over
     again = play_lockstep(agent, specs, lockstep=3, base_seed=5, max_pills=40)
     assert [r.moves for r in again] == [r.moves for r in records]  # seeds per decision, not per slot
+
+
+def test_a_bad_move_names_its_game_and_agent_and_numbers_must_differ():
+    class Wrong:
+        name = "wrong"
+
+        def choose(self, positions, seeds):
+            return [Decision(dm.Move(0, 0, 15)) for _ in positions]  # the top row: nothing below holds it
+
+    specs = [GameSpec(0, 1000, 3), GameSpec(1, 1001, 3)]
+    with pytest.raises(ValueError, match=r"^game 0 \(seed 1000, level 3\), wrong: illegal move \(0, 0, 15\)"):
+        play_lockstep(Wrong(), specs, lockstep=2)
+    with pytest.raises(ValueError, match=r"games numbered \[1\] more than once"):
+        play_lockstep(GreedyAgent(), [*specs, GameSpec(1, 1002, 3)])
 
 
 def test_greedy_clears_more_than_random():

@@ -140,7 +140,7 @@ def test_network_agents_keep_their_network_in_the_table(checkpoint, tmp_path, ca
     assert network_name("policy", "small") == network_name("policy@small") == "policy@small"
     assert network_name("net-gumbel", "small") == "net-gumbel-100@small"
     assert network_name("greedy", "small") == "greedy" and network_name("policy") == "policy"
-    out = tmp_path / "arena.csv"
+    out = tmp_path / "new" / "arena.csv"  # a folder not there yet: made before the games
     agents = f"greedy,policy@{checkpoint},net-mcts-4"
     assert main(["evaluate", "--agents", agents, "--network", checkpoint, *EVAL, "--out", str(out)]) == 0
     names = list(dict.fromkeys(pd.read_csv(out)["agent"]))

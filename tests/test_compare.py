@@ -118,6 +118,22 @@ def test_arena_results_names_every_round_once(runs):
     assert "note: not every agent played every level" in text
 
 
+def test_agents_without_a_network_on_other_evaluation_games_keep_their_own_rows(runs):
+    a, b = runs
+    (a / "analysis0" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 400}))
+    (a / "analysis1" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 400}))
+    (a / "baselines" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 400}))
+    (b / "analysis0" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 100}))
+    both = compare.arena_results([a, b])
+    random_rows = both[both["spec"] == "random"].groupby("agent")["run"].first().to_dict()
+    assert random_rows == {"random": "A", "random (B r0)": "B"}  # B's random played other games: not A's
+    assert len(both[both["agent"] == "greedy"]) == len(LEVELS)  # A's rounds: the same games, once
+    (a / "analysis1" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 2000}))
+    assert {"greedy", "greedy r1"} <= set(compare.arena_results(a)["agent"])
+    table = compare.rounds_table(a)
+    assert table.loc[table["agent"] == "greedy", "round"].tolist() == [-1] * len(LEVELS)  # the first table's
+
+
 def test_leaderboard_is_best_first_with_wilson_intervals(runs):
     a, b = runs
     board = compare.leaderboard([a, b])
@@ -214,6 +230,9 @@ def test_rounds_table_names_agents_by_spec_and_baselines_round_minus_one(runs):
     assert nets["round"].tolist() == [0, 1] and nets["wins"].tolist() == [2, 6]
     assert table.loc[table["agent"] == "greedy", "round"].tolist() == [-1]  # once, not per round
     assert set(table["level"]) == {5}
+    # 05's network agents are the run's best network on 05's games: no round's row, nor a baseline's
+    write_arena(runs[0] / "baselines" / "arena.csv", arena_rows("net-mcts-16", {0: 9, 5: 9}))
+    assert compare.rounds_table(runs[0]).query("agent == 'net-mcts-16'")["round"].tolist() == [0, 1, 0, 1]
     empty = runs[0].parent / "empty"
     empty.mkdir()
     assert compare.rounds_table(empty).empty

@@ -110,12 +110,24 @@ def test_a_gate_with_no_game_both_won_weighs_the_viruses_cleared():
     old = records([False] * 10, [30] * 10)  # 42 of 84 viruses cleared in every game
     result = compare(records([False] * 9 + [True], [30] * 10), old)
     assert result.promoted and result.both_won == 0 and np.isnan(result.ppv_diff)
-    assert result.reason == (
-        "wins 1 against 0, none won by both, so the viruses weigh: clears 55.0% of the viruses against 50.0% "
-        f"(no fewer, one-sided p = {result.cleared_fewer_p:.3g} >= 0.05)"
-    )
+    assert result.reason == "wins more games (1 against 0); none won by both, so no pills to weigh"
     assert result.cleared_fewer_p == 1  # the one game that differs clears more
     assert (result.new_cleared, result.old_cleared) == pytest.approx((0.55, 0.5))
+    record = result.to_dict()  # NaN (nothing to measure) is written as null: JSON has no NaN
+    assert record["ppv_diff"] is None and record["new_ppv"] is None and json.loads(json.dumps(record)) == record
+    # more wins promote even where the losses cleared fewer viruses (they topped out sooner): outcome first
+    weak = records_lost([40] * 30)
+    won = [
+        GameRecord(seed=4 + 8 * i, level=20, outcome="won", viruses_cleared=84, pills_used=30) for i in range(27, 30)
+    ]
+    sooner = records_lost([5] * 27) + won
+    bolder = compare(sooner, weak)
+    assert bolder.promoted and bolder.new_wins == 3 and bolder.cleared_fewer_p < 0.05
+    assert not compare(weak, sooner).promoted  # the other way round: fewer wins
+    with pytest.raises(ValueError, match=r"\(29 games against 30; first difference at game 29: \(seed, level\) none"):
+        compare(weak[:-1], sooner)
+    with pytest.raises(ValueError, match=r"first difference at game 0: \(seed, level\) \(4, 20\) against \(4, 19\)"):
+        compare(weak, records_lost([40] * 30, level=19))
     rng = np.random.default_rng(3)
     base = rng.integers(20, 60, 30)
     old = records_lost(list(base))

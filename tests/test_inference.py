@@ -296,3 +296,21 @@ def test_inference_stats_count_padding_and_bin_batch_sizes_by_their_lower_edge()
     assert (row["batches_0_64"], row["batches_64_128"], row["batches_256_512"]) == (2, 1, 1)  # 64 is [64, 128)
     stats.reset()
     assert stats.row()["batches"] == 0 and stats.row()["padding"] == 0
+
+
+def test_a_server_that_cannot_make_its_shared_memory_leaves_none_behind(monkeypatch):
+    made: list[shared_memory.SharedMemory] = []
+    original = shared_memory.SharedMemory
+
+    def third_fails(*args, **kwargs):
+        if len(made) == 2:
+            raise OSError(28, "No space left on device")
+        made.append(original(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(inference.shared_memory, "SharedMemory", third_fails)
+    with pytest.raises(OSError, match="No space left"):
+        InferenceServer(tiny_net(1), workers=2, capacity=16, buckets=(16,))
+    for block in made:  # unlinked: opening it by name fails
+        with pytest.raises(FileNotFoundError):
+            original(name=block.name)

@@ -212,6 +212,18 @@ def test_profile_values_are_checked_before_anything_runs():
     with pytest.raises(SettingsError) as info:
         R.check_profile(P.apply_overrides(profile, devices))
     assert [p.split(":")[0] for p in info.value.problems] == ["train.device = 'cuda", "analysis.device = 'tpu'"]
+    with pytest.raises(SettingsError) as info:  # the gate's agent: a network's, checked now, not after a round
+        R.check_profile(
+            P.apply_overrides(profile, ["train.gate_agent=polcy", "analysis.calibration_agents=[net-mcts]"])
+        )
+    assert info.value.problems == [
+        "train.gate_agent: agent 'polcy': not a known agent; did you mean policy?",
+        "analysis.calibration_agents = ['net-mcts']: ['net-mcts'] are not among the agents",
+    ]
+    with pytest.raises(SettingsError, match=r"gate_agent = 'greedy': the gate plays each network as one agent"):
+        R.check_profile(P.apply_overrides(profile, ["train.gate_agent=greedy"]), devices=False)
+    named = ["train.gate_agent=net-gumbel-8", "analysis.agents=[policy@small, net-mcts]"]  # net-mcts: net-mcts-100
+    R.check_profile(P.apply_overrides(profile, [*named, "analysis.calibration_agents=[net-mcts-100, policy]"]))
     texts = P.apply_overrides(profile, ["train.init=2024-01-01", "analysis.checkpoint=yes", "train.steps=5"])
     got = (texts["train"]["init"], texts["analysis"]["checkpoint"], texts["train"]["steps"])
     assert got == ("2024-01-01", "yes", 5)  # YAML would give a date and true; a number stays a number
@@ -291,6 +303,10 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     *_, last = P.plan(P.load_profile("ci"), tmp_path, rounds=2, baselines=True)
     assert last.notebook == "05_baselines" and last.output == tmp_path / "notebooks" / "05_baselines.ipynb"
     assert P.resolved(last).parameters["checkpoint"] == str(tmp_path / "train0" / "checkpoints" / "latest.pt")
+    # a network given in the profile: a path from where the pipeline starts, or a shipped network's name
+    shipped = P.apply_overrides(P.load_profile("ci"), ["analysis.checkpoint=small"])
+    analysis = P.plan(shipped, tmp_path)[2]
+    assert analysis.parameters["checkpoint"] == str((ROOT / "data" / "networks" / "small.pt").resolve())
 
 
 def test_values_refits_need_the_value_games(tmp_path):
@@ -718,6 +734,9 @@ def test_a_run_stops_before_a_notebook(tmp_path):
         "notebooks",
         "pipeline.json",
     ]
+    lines.clear()  # a section's name stands for its notebook
+    P.run_pipeline("ci", tmp_path / "run", stop_before="round0_data", progress=False, log=lines.append)
+    assert lines == [f"[1/3] 01_round0_data (round 0): not run (stop before 01_round0_data); {P.GO_ON}"]
     with pytest.raises(ValueError, match=r"no step of this run is notebook '04' \(its notebooks: 01_round0_data, "):
         P.run_pipeline("ci", tmp_path / "other", stop_before="04", progress=False)
     with pytest.raises(ValueError, match="no step of this run is notebook ''"):

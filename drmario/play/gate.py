@@ -16,7 +16,7 @@ The decision (`GateConfig.rule`):
 
 - ``wins-and-pills`` (the default): promoted when the new network wins at least as many games and does
   not use significantly more pills per virus (one-sided p < `alpha`); where no game was won by both,
-  when it does not clear significantly fewer viruses instead;
+  when it wins more, or as many and does not clear significantly fewer viruses;
 - ``wins-first``: promoted when it wins more games, whatever its pills; when it wins as many, as
   above; never when it wins fewer (wins are the first aim, pills per virus the second).
 - ``wins-or-pills``: as ``wins-and-pills``, and also promoted when it wins fewer games but not
@@ -74,9 +74,9 @@ class GateConfig(Settings):
         return [] if self.levels else ["levels = []: expected at least one level"]
 
     def games_settings(self) -> dict:
-        """The settings that make the gating games and how they are played (not the decision): two
-        rounds' records compare only if these are the same."""
-        return {k: v for k, v in self.to_dict().items() if k not in ("alpha", "rule")}
+        """The settings that make the gating games and how they are played (not the decision, nor how
+        many play at once): two rounds' records compare only if these are the same."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("alpha", "rule", "lockstep")}
 
     def games(self) -> list[GameSpec]:
         """The fixed gating games: per level, distinct gating seeds drawn with `seed`."""
@@ -115,7 +115,12 @@ class GateResult:
     ppv_fewer_p: float | None = None  # one-sided sign-flip p of "the new one uses fewer pills per virus"
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        """As JSON holds it: floats to 6 digits, and None for what could not be measured (NaN: the pills
+        where no game was won by both), which JSON has no number for."""
+        return {
+            k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
+            for k, v in asdict(self).items()
+        }
 
 
 def mcnemar_fewer_p(b: int, c: int) -> float:
@@ -159,8 +164,15 @@ def compare(
     decision by `rule` (module docstring)."""
     if rule not in get_args(GateRule):
         raise ValueError(f"rule = {rule!r}: expected one of {', '.join(map(repr, get_args(GateRule)))}")
-    if [(r.seed, r.level) for r in new] != [(r.seed, r.level) for r in old]:
-        raise ValueError("the two networks' records are not of the same games in the same order")
+    games_new, games_old = [(r.seed, r.level) for r in new], [(r.seed, r.level) for r in old]
+    if games_new != games_old:
+        i = next((i for i, (a, b) in enumerate(zip(games_new, games_old)) if a != b), min(len(new), len(old)))
+        first = f"game {i}: (seed, level) {games_new[i] if i < len(new) else 'none'} against "
+        first += f"{games_old[i] if i < len(old) else 'none'}"
+        raise ValueError(
+            f"the two networks' records are not of the same games in the same order ({len(new)} games against "
+            f"{len(old)}; first difference at {first})"
+        )
     new_won = np.array([r.outcome == "won" for r in new])
     old_won = np.array([r.outcome == "won" for r in old])
     both = new_won & old_won
@@ -195,7 +207,9 @@ def compare(
         promoted, reason = True, f"wins more games ({wins}; rule wins-first: pills not weighed)"
     elif worse_p < alpha:
         promoted, reason = False, f"uses more pills per virus (one-sided p = {_against(worse_p, alpha)})"
-    elif not both.any():  # no pills to weigh: the viruses cleared decide
+    elif not both.any() and new_wins > old_wins:
+        promoted, reason = True, f"wins more games ({wins}); none won by both, so no pills to weigh"
+    elif not both.any():  # wins level and no pills to weigh: the viruses cleared decide
         cleared = f"clears {new_cleared.mean():.1%} of the viruses against {old_cleared.mean():.1%}"
         promoted = fewer_p >= alpha
         fewer = "fewer" if new_cleared.mean() < old_cleared.mean() else "no fewer"

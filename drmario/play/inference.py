@@ -147,7 +147,8 @@ class BatchedInference:
             }
             self._buffers[key] = buf
             if self.use_graphs:
-                buf["graph"] = self._capture(buf)
+                with torch.cuda.device(self.device):  # the capture's streams on this device, not the current one
+                    buf["graph"] = self._capture(buf)
         return self._buffers[key]
 
     @torch.inference_mode()
@@ -197,18 +198,19 @@ class BatchedInference:
             self.stats.add(n, n, time.perf_counter() - start)
             self._pending[(bucket, slot)] = buf["out"].numpy()[:n].copy()
             return Ticket(bucket, slot, n)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for name in ("cells", "pills", "previews"):
-            buf[name].copy_(buf[f"host_{name}"], non_blocking=True)
-        begin.record()
-        if buf["graph"] is not None:
-            buf["graph"].replay()
-        else:
-            self._forward(buf)
-        end.record()
-        buf["host_out"].copy_(buf["out"], non_blocking=True)
-        done = torch.cuda.Event()
-        done.record()
+        with torch.cuda.device(self.device):  # events record on this device's stream (cuda:1 too), not the current one
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            for name in ("cells", "pills", "previews"):
+                buf[name].copy_(buf[f"host_{name}"], non_blocking=True)
+            begin.record()
+            if buf["graph"] is not None:
+                buf["graph"].replay()
+            else:
+                self._forward(buf)
+            end.record()
+            buf["host_out"].copy_(buf["out"], non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
         self._pending[(bucket, slot)] = (begin, end, done)
         return Ticket(bucket, slot, n)
 
@@ -421,10 +423,15 @@ class InferenceServer:
         self.stats_queue = ctx.Queue()
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]  # (receive end, send end)
         self._receivers = [r for r, _ in pipes]
-        self._shm = [
-            [shared_memory.SharedMemory(create=True, size=_channel_bytes(capacity)) for _ in range(2)]
-            for _ in range(workers)
-        ]
+        self._shm: list[list[shared_memory.SharedMemory]] = []
+        try:  # a block that cannot be made (/dev/shm full) must not leave the ones before it behind
+            for _ in range(workers):
+                self._shm.append([])
+                for _ in range(2):
+                    self._shm[-1].append(shared_memory.SharedMemory(create=True, size=_channel_bytes(capacity)))
+        except BaseException:
+            self._release()
+            raise
         state = {"config": net.cfg.to_dict(), "model": {k: v.cpu() for k, v in net.state_dict().items()}}
         names = [[s.name for s in w] for w in self._shm]
         self.process = ctx.Process(

@@ -14,6 +14,7 @@ the same as without the overlap.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -65,7 +66,7 @@ class Slot:
 
 class GameSlots:
     """Up to `width` games in play, refilled from a shared queue of specs (popped from its end).
-    new_game(spec) starts a game; ended(slot) is told when one is over."""
+    new_game(spec) starts a game; ended(slot) is told when one is over; who: the agent, for errors."""
 
     def __init__(
         self,
@@ -74,8 +75,9 @@ class GameSlots:
         new_game: Callable[[GameSpec], Game],
         ended: Callable[[Slot], bool],
         base_seed: int,
+        who: str = "the agent",
     ) -> None:
-        self.queue, self.new_game, self.ended, self.base_seed = queue, new_game, ended, base_seed
+        self.queue, self.new_game, self.ended, self.base_seed, self.who = queue, new_game, ended, base_seed, who
         self.slots: list[Slot | None] = [None] * max(1, width)
         self.refill()
 
@@ -100,7 +102,11 @@ class GameSlots:
         for k, decision in zip(running, decisions):
             slot = self.slots[k]
             assert slot is not None
-            slot.game.play(decision.move)
+            try:
+                slot.game.play(decision.move)
+            except ValueError as e:  # an agent's bad move: which game, which agent
+                spec = slot.spec
+                raise ValueError(f"game {spec.number} (seed {spec.seed}, level {spec.level}), {self.who}: {e}") from e
             slot.decisions.append(decision)
             slot.seconds += seconds / len(running)
             if self.ended(slot):
@@ -131,6 +137,9 @@ def play_lockstep(
     one part-played), instead of a new game of the spec's seed and level; its settings are its own."""
     from drmario.progress import tqdm
 
+    twice = sorted(n for n, count in Counter(s.number for s in specs).items() if count > 1)
+    if twice:  # records are kept by number: one would overwrite another
+        raise ValueError(f"games numbered {twice} more than once: every game needs its own number")
     records: dict[int, GameRecord] = {}
     queue = list(reversed(specs))
 
@@ -157,10 +166,11 @@ def play_lockstep(
 
         if isinstance(agent, SearchAgent) and isinstance(agent.evaluator, AsyncEvaluator):
             half = max(1, lockstep // 2)
-            halves = [GameSlots(queue, width, new_game, ended, base_seed) for width in (half, max(1, lockstep - half))]
+            widths = (half, max(1, lockstep - half))
+            halves = [GameSlots(queue, width, new_game, ended, base_seed, agent.name) for width in widths]
             _play_overlapped(agent, agent.evaluator, halves)
         else:
-            slots = GameSlots(queue, lockstep, new_game, ended, base_seed)
+            slots = GameSlots(queue, lockstep, new_game, ended, base_seed, agent.name)
             while slots.running():
                 start = time.perf_counter()
                 decisions = agent.choose(slots.positions(), slots.seeds())

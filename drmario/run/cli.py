@@ -310,6 +310,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         check_device(args.device)
     record = evaluation_record(specs, args.network, cfg, args.dtype, args.device)
     sidecar = Path(f"{args.out}.settings.json") if args.out else None
+    if args.out:  # before the games, not after them
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     if sidecar and Path(args.out).is_file() and sidecar.is_file() and not args.force:
         try:
             same = json.loads(sidecar.read_text()) == json.loads(json.dumps(record))
@@ -539,7 +541,7 @@ def _play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", choices=["low", "med", "hi"], help="the NES speed setting (timing nes; default: med)")
     p.add_argument("--stall-limit", type=int, default=None, help="stalemate after this many idle pills (none)")
     p.add_argument("--max-pills", type=at_least(1), default=2000, help="stop the game after this many pills")
-    p.add_argument("--rng-seed", type=int, default=0, help="seeds the agent's decisions")
+    p.add_argument("--rng-seed", type=at_least(0), default=0, help="seeds the agent's decisions")
     p.add_argument(
         "--verbose",
         "-v",
@@ -600,8 +602,8 @@ def _pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stop-before",
         metavar="NOTEBOOK",
-        help="stop at the first step of this notebook still to run (its number or name, e.g. 02: make round 0's "
-        "games here and train where the GPU is, resuming the run there)",
+        help="stop at the first step of this notebook still to run (its number, name or section, e.g. 02 or train: "
+        "make round 0's games here and train where the GPU is, resuming the run there)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -687,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             status = args.func(args)
             sys.stdout.flush()  # output into a closed pipe fails here, not after main
             return status
-        except (ValueError, FileNotFoundError, RunError) as e:  # RunError: a busy run directory, a dead worker
+        except (ValueError, FileNotFoundError, PermissionError, RunError) as e:  # RunError: a busy run directory, ...
             print(f"drmario {args.command}: error: {e}", file=sys.stderr)
             return 2
     except BrokenPipeError:  # the output piped into head or less, which stopped reading

@@ -8,7 +8,9 @@ after round k against the baselines) and ``train{k}/metrics.csv`` (02), and with
 ``net-mcts-16 r1`` (with several runs ``net-mcts-16 (demo r1)``); so are the learners trained per run
 (dqn, td: ``dqn (demo)``). The agents without a network (random, greedy, expert, mcts-N) appear
 once, from the first table that has them: every round plays the same evaluation games when the
-evaluation settings are the same, so they would only repeat themselves.
+evaluation settings are the same, so they would only repeat themselves. A table played with other
+evaluation settings (its ``evaluation.json``: other games, seeds, pill cap) keeps its own, named
+after it as a network is (``greedy r1``, ``greedy (demo r1)``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pandas as pd
 from drmario.files import atomic_file
 from drmario.play.arena import ARENA_COLUMNS, all_levels
 from drmario.run.agents import NETWORK_KINDS, parse_spec
+from drmario.run.notebook import EVALUATION_FILE
 from drmario.run.rounds import numbered
 from drmario.viz.arena_plots import plot_arena, plot_leaderboard
 from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_curves, read_metrics
@@ -65,6 +68,15 @@ def _kind(agent: str) -> str | None:
         return None
 
 
+def _evaluation(folder: Path) -> Any:
+    """The evaluation settings an arena table was played with (its folder's evaluation.json), None
+    where it has none (a table from before they were written) or it cannot be read."""
+    try:
+        return json.loads((folder / EVALUATION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _label(agent: str, run: str, tag: str, several: bool) -> str:
     """A per-run agent's name: "<agent> <tag>", or with several runs "<agent> (<run> <tag>)"."""
     if several:
@@ -80,7 +92,7 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
     runs = run_dirs_by_name(run_dirs)
     several = len(runs) > 1
     frames: list[pd.DataFrame] = []
-    seen: set[tuple[str, int]] = set()  # (agent, level) of the agents without a network already taken
+    seen: dict[tuple[str, int], Any] = {}  # (agent, level) of an agent without a network: its table's evaluation
     for run, path in runs.items():
         tables: list[tuple[str, int | None, Path]] = [
             (f"analysis{k}", k, path / f"analysis{k}" / "arena.csv") for k in numbered(path, "analysis")
@@ -92,20 +104,25 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
             df = pd.read_csv(file)
             if df.empty:
                 continue
-            kinds = df["agent"].map(_kind)
-            per_run = kinds.isin(NETWORK_KINDS) | kinds.isin(PER_RUN_KINDS)
+            evaluation = _evaluation(file.parent)
             tag = f"r{k}" if k is not None else "in 05"  # 05: the network given to the baselines notebook
-            names = [
-                _label(a, run, tag if kind in NETWORK_KINDS else "", several) if mine else a
-                for a, kind, mine in zip(df["agent"], kinds, per_run)
-            ]
+            names, keep, rounds = [], [], []
+            for agent, level in zip(df["agent"], df["level"]):
+                kind = _kind(agent)
+                if kind in NETWORK_KINDS or kind in PER_RUN_KINDS:  # one per run (and round)
+                    names.append(_label(agent, run, tag if kind in NETWORK_KINDS else "", several))
+                elif (agent, level) not in seen:  # the first table with it
+                    seen[agent, level] = evaluation
+                    names.append(agent)
+                elif seen[agent, level] == evaluation:  # the same games again: a repeat, left out
+                    names.append(agent)
+                    keep.append(False)
+                else:  # other evaluation games: kept, named after its table
+                    names.append(_label(agent, run, tag, several))
+                keep += [True] * (len(names) - len(keep))
+                rounds.append(k if kind in NETWORK_KINDS else None)
             df = df.assign(spec=df["agent"], agent=names, run=run, source=source)
-            df["round"] = pd.array(
-                [k if mine and kind in NETWORK_KINDS else None for kind, mine in zip(kinds, per_run)]
-            )
-            pairs = pd.Series(list(zip(df["spec"], df["level"])), index=df.index)
-            keep = per_run | ~pairs.isin(seen)  # another run's levels are kept
-            seen.update(pairs[~per_run])
+            df["round"] = pd.array(rounds)
             frames.append(df[keep])
     if not frames:
         return pd.DataFrame(columns=RESULT_COLUMNS)
@@ -123,11 +140,14 @@ def rounds_table(run_dir: PathLike, levels: Sequence[int] | None = None) -> pd.D
     named by its spec (``policy``, ``net-mcts-50``: the same player every round, with that round's
     network); the agents without a network once, with round -1. levels: the levels kept (None: all)."""
     results = arena_results(run_dir)
+    kinds = results["spec"].map(_kind)
+    results = results[results["round"].notna() | ~kinds.isin(NETWORK_KINDS)]  # 05's network: no round's table
     if levels is not None:
         results = results[results["level"].isin(levels)]
     if results.empty:
         return pd.DataFrame(columns=ROUNDS_COLUMNS)
     results = results.assign(agent=results["spec"], round=results["round"].fillna(-1).astype(int))
+    results = results.drop_duplicates(["agent", "level", "round"])  # (one on other games, e.g. greedy r1, left out)
     return results[ROUNDS_COLUMNS].sort_values(["level", "agent", "round"], ignore_index=True)
 
 

@@ -65,6 +65,7 @@ from drmario.files import (
     write_atomic,
 )
 from drmario.play.shards import run_problem
+from drmario.run.agents import resolve_checkpoint
 from drmario.run.kit import ROOT, kit_dir
 from drmario.run.profiles import (
     NOTEBOOKS,
@@ -163,9 +164,9 @@ def plan(profile: Mapping[str, Any], run_dir: str | Path, rounds: int = 1, basel
 
     def params(section: str, **fixed: Any) -> dict[str, Any]:
         values = dict(profile.get(section, {}))
-        for key in PATH_PARAMETERS:  # relative to where the pipeline was started
+        for key in PATH_PARAMETERS:  # relative to where the pipeline was started; a shipped network's name: its file
             if isinstance(values.get(key), str) and values[key] and not Path(values[key]).is_absolute():
-                values[key] = str(Path(values[key]).resolve())
+                values[key] = str(resolve_checkpoint(values[key]).resolve())
         return {**values, **fixed, "run_dir": str(run_dir)}
 
     def step(section: str, k: int, products: tuple[Path, ...], **fixed: Any) -> Step:
@@ -519,7 +520,7 @@ def run_pipeline(
 ) -> list[Step]:
     """Run the notebooks into run_dir (default ``runs/<profile name>``) with papermill; see the
     module docstring. profile: a YAML/JSON file or a dict; overrides: ``section.parameter=value``;
-    stop_before: a notebook's number or name (``"02"``): stop at the first step of it still to run
+    stop_before: a notebook's number, name or section (``"02"``, ``"train"``): stop at its first step still to run
     (e.g. make round 0's games on a machine without the GPU the training names, then resume the
     run where the GPU is; only the steps before it need this machine's devices).
     Returns the steps, each executed or found done."""
@@ -536,6 +537,8 @@ def run_pipeline(
     _check_run_seeds(profile, run_dir, rounds, log)
     steps = plan(profile, run_dir, rounds, baselines)
     ahead = steps
+    if stop_before in NOTEBOOKS:  # a section's name: its notebook's (train: 02_train)
+        stop_before = NOTEBOOKS[stop_before].stem
     if stop_before is not None:
         stops = [i for i, step in enumerate(steps) if stop_before and step.notebook.startswith(stop_before)]
         if not stops:

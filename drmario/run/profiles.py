@@ -29,7 +29,7 @@ from drmario.learn.train import TrainConfig
 from drmario.play.arena import EvalConfig
 from drmario.play.gate import GateConfig
 from drmario.play.selfplay import SelfPlayConfig
-from drmario.run.agents import parse_spec
+from drmario.run.agents import NETWORK_KINDS, agent_name, parse_spec
 from drmario.run.kit import kit_dir, profile_path
 from drmario.search.config import NO_NETWORK, SearchConfig
 from drmario.settings import (
@@ -149,6 +149,16 @@ class TrainNotebook(Settings):
             problems.append(f"value_steps = {self.value_steps}: needs value_data (01's value_games, in a pipeline)")
         if self.value_steps and self.train.net.head == "design":
             problems.append("value_steps: head 'design' is one layer shared by the moves and the values")
+        try:  # checked now, not once the round's self-play and training are done
+            kind, _, path = parse_spec(self.gate.agent)
+        except ValueError as e:
+            problems.append(f"gate_agent: {e}")
+        else:  # an agent without a network, or with its own, would play alike for both networks: a tie
+            if kind not in NETWORK_KINDS or path is not None:
+                problems.append(
+                    f"gate_agent = {self.gate.agent!r}: the gate plays each network as one agent: "
+                    f"{', '.join(NETWORK_KINDS)} (with -N simulations for a search), without @PATH"
+                )
         return problems
 
 
@@ -158,7 +168,10 @@ class AnalysisNotebook(Settings):
 
     run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the tables go to {run_dir}/analysis{round}")
     round: int = setting(0, "whose network to analyse: the one trained after round {round}", ge=0)
-    checkpoint: str = setting("", "network checkpoint ('': round {round}'s network, its values refit's if it has one)")
+    checkpoint: str = setting(
+        "",
+        "network checkpoint, a path or a shipped name ('': round {round}'s network, its values refit's if it has one)",
+    )
     agents: list[str] = setting(
         ["random", "greedy", "mcts-16", "policy", "net-mcts-16"], "arena players (`drmario.run.agents`)"
     )
@@ -174,8 +187,13 @@ class AnalysisNotebook(Settings):
     top_errors: int = setting(4, "how many of the worst-predicted positions to draw", ge=0, le=64)
 
     def check(self) -> list[str]:
-        problems = _agent_problems("agents", self.agents)
-        missing = [a for a in self.calibration_agents if a not in self.agents]
+        problems = _agent_problems("agents", self.agents) + _agent_problems(
+            "calibration_agents", self.calibration_agents
+        )
+        if problems:
+            return problems
+        names = {agent_name(a) for a in self.agents}  # what the arena's records are named (net-mcts: net-mcts-100)
+        missing = [a for a in self.calibration_agents if agent_name(a) not in names]
         if missing:
             problems.append(f"calibration_agents = {self.calibration_agents}: {missing} are not among the agents")
         return problems
@@ -216,7 +234,10 @@ class Baselines(Settings):
     """05_baselines: the DQN and TD learners, then the arena against the other players."""
 
     run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; this notebook writes {run_dir}/baselines")
-    checkpoint: str = setting("", "an AlphaZero network checkpoint for the net agents ('': leave them out)")
+    checkpoint: str = setting(
+        "",
+        "the AlphaZero network (a path or a shipped name) for the net agents ('': those without @PATH left out)",
+    )
     dqn: DQNConfig = setting(DQNConfig(steps=3000, filters=16, next_pill="expected"), "the DQN run", prefix=True)
     td: TDConfig = setting(TDConfig(games=12, top_k=4), "the TD run", prefix=True)
     agents: list[str] = setting(["random", "greedy", "mcts-16", "dqn", "td", "net-mcts-32"], "arena players")

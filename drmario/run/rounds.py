@@ -189,7 +189,11 @@ def gate_round(
                 f"round {best}'s network was gated with other settings ({against}); "
                 "a paired comparison needs the same gating games: use the same gate settings in a run"
             )
-        result = compare(records, GameRecord.read_file(train_dir(run_dir, best) / GATE_GAMES), cfg.alpha, cfg.rule)
+        against_games = train_dir(run_dir, best) / GATE_GAMES
+        try:
+            result = compare(records, GameRecord.read_file(against_games), cfg.alpha, cfg.rule)
+        except ValueError as e:
+            raise ValueError(f"round {round}'s gating games against {against_games}: {e}") from e
         entry.update(result.to_dict())
     write_atomic(folder / GATE_FILE, json.dumps(entry, indent=1) + "\n")
     verdict = "promoted" if entry["promoted"] else "not promoted"

@@ -99,11 +99,11 @@ class Settings:
         problems: list[str] = []
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
-            if isinstance(value, Mapping) and f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-                if isinstance(default, Settings):  # a partial dict overlays the field's own default
-                    value = apply_dotted(default.to_dict(), _dotted(value), type(self).__name__)
             try:
+                if isinstance(value, Mapping) and f.default_factory is not dataclasses.MISSING:
+                    default = f.default_factory()
+                    if isinstance(default, Settings):  # a partial dict overlays the field's own default
+                        value = apply_dotted(default.to_dict(), _dotted(value), type(self).__name__)
                 ok, converted, want = _convert(value, _hints(type(self))[f.name])
             except SettingsError as e:  # a nested settings dict with problems of its own
                 problems += [f"{f.name}.{p}" for p in e.problems]

@@ -117,6 +117,9 @@ def test_a_games_side_does_not_depend_on_the_other_games_loaded(folder):
     twice = ExampleSet.concat([alone, replace(alone, game=alone.game + 1000)])
     train, test = twice.split_by_game(0.4, 0)
     assert not first_boards(train) & first_boards(test) and len(test) and len(train)
+    one = alone.subset(np.nonzero(alone.game == alone.game[0])[0])  # one game twice: alike, so on one side
+    sides = ExampleSet.concat([one, replace(one, game=one.game + 1)]).split_by_game(0.4, 0)
+    assert sorted(len(np.unique(side.game)) for side in sides) == [0, 2]
 
 
 def test_the_held_out_share_is_test_fraction_of_the_games():

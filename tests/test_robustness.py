@@ -1144,3 +1144,12 @@ def test_a_bool_is_not_a_number_for_an_integer_or_float_setting():
     with pytest.raises(SettingsError, match=r"c_puct = False: expected a finite number"):
         PuctSettings.from_dict({"c_puct": False})
     assert SelfPlayConfig(games=np.int64(3)).games == 3 and type(SelfPlayConfig(games=np.int64(3)).games) is int
+
+
+def test_a_nested_settings_problem_names_its_field_and_the_others_are_named_too():
+    from drmario.play.selfplay import SelfPlayConfig
+    from drmario.settings import SettingsError
+
+    with pytest.raises(SettingsError) as info:
+        SelfPlayConfig(search={"simulations": {"x": 1}}, games=-1)  # a group where a number is wanted, and more
+    assert [p.split(":")[0] for p in info.value.problems] == ["games = -1", "search.simulations.x"]

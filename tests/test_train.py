@@ -189,6 +189,13 @@ def test_a_resumed_runs_rows_match_where_a_checkpoint_cut_a_log_window(tmp_path,
         return [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s")} for r in table]
 
     assert strip(rows(whole.metrics)) == strip(rows(resumed.metrics))
+    (parts / "checkpoints" / "latest.pt").write_bytes((parts / "checkpoints" / "step-000010.pt").read_bytes())
+    other = train(cfg.replace(log_every=3), parts, examples)  # another log_every: the cut window is not carried
+    assert other.step == 20 and [r["step"] for r in rows(other.metrics) if r["split"] == "train"][-3:] == [
+        "15",
+        "18",
+        "20",
+    ]
 
 
 def test_a_run_begun_before_a_network_setting_existed_resumes(tmp_path, examples):

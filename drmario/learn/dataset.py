@@ -169,16 +169,16 @@ class ExampleSet:
         key (`game_keys`: a hash of seed and its first example's board, pill and preview) is below
         test_fraction: about that share of the games (at least one, and one kept, of two or more).
         A game's side does not depend on what else is loaded: a later round, training on these games
-        and new ones from a network trained on the rest, holds out the same ones; and games that begin
-        alike (an NES seed played twice) fall on one side."""
+        and new ones from a network trained on the rest, holds out the same ones; and games whose first
+        examples are alike (an NES seed played twice, each first decision written) fall on one side."""
         if not 0 <= test_fraction < 1:
             raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
         games, first = np.unique(self.game, return_index=True)  # first: in the identity colouring's block
         keys = game_keys(self.cells[first], self.pills[first], self.previews[first], seed)
         held = keys < test_fraction
-        if test_fraction > 0 and len(games) > 1:
-            held[np.argmin(keys)] = True
-            held[np.argmax(keys)] = False
+        if test_fraction > 0 and len(games) > 1 and keys.min() < keys.max():  # (games alike share a key)
+            held |= keys == keys.min()
+            held &= keys != keys.max()
         is_test = np.isin(self.game, games[held])
         return self.subset(np.nonzero(~is_test)[0]), self.subset(np.nonzero(is_test)[0])
 

@@ -513,9 +513,18 @@ class Trainer:
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)
 
+    def _window(self, window: torch.Tensor, norms: torch.Tensor, steps: list[int]) -> dict:
+        """The log window so far as a checkpoint keeps it: its rows (averaged over the processes, as
+        logging does, so every process resumes with the same), their steps and log_every."""
+        rows, n = window[: len(steps)].clone(), len(steps)
+        if self.world > 1:
+            torch.distributed.all_reduce(rows)
+            rows /= self.world
+        return {"terms": rows.cpu(), "norms": norms[:n].cpu(), "steps": list(steps), "log_every": self.cfg.log_every}
+
     def checkpoint(self, window: dict | None = None) -> Path | None:
         """Write step-N.pt and latest.pt (process 0 only, under torchrun), with the metrics log's
-        window so far (float[n, len(TERMS)] terms, float[n] norms, their steps), if given."""
+        window so far (`_window`), if given."""
         if self.rank != 0:
             return None
         cfg, cuda = self.cfg, self.cuda
@@ -582,10 +591,11 @@ class Trainer:
         norms = torch.zeros(cfg.log_every, device=device)  # and gradient norms
         window_steps: list[int] = []
         carried, self.open_window = self.open_window, None  # the log window its checkpoint cut, if any
-        if carried and len(carried["steps"]) < cfg.log_every:  # (checkpoint_every not a multiple of log_every)
+        if carried and carried.get("log_every") == cfg.log_every:  # (checkpoint_every not a multiple of log_every)
             n = len(carried["steps"])
             window[:n], norms[:n] = carried["terms"].to(device), carried["norms"].to(device)
             window_steps = list(carried["steps"])
+        timed = len(window_steps)  # steps of the window run before window_t (not counted in samples/s)
         window_t, paused = time.perf_counter(), 0.0
         stopped = None
         bar = tqdm(total=until, initial=self.step, desc="train", disable=not cfg.progress, dynamic_ncols=True)
@@ -647,10 +657,10 @@ class Trainer:
                 stopped = _nonfinite_message(rows, window_steps, norms[: len(window_steps)])
                 if stopped is None and log and window_steps:
                     now = time.perf_counter()
-                    rate = len(window_steps) * B / max(now - window_t - paused, 1e-9)
+                    rate = (len(window_steps) - timed) * B / max(now - window_t - paused, 1e-9)
                     self.last_train = self._row("train", rows.mean(dim=0).tolist(), lr, rate)
                     bar.set_postfix(loss=f"{self.last_train['loss']:.4g}", lr=f"{lr:.3g}", samples_s=f"{rate:.0f}")
-                    window_steps, window_t, paused = [], now, 0.0
+                    window_steps, window_t, paused, timed = [], now, 0.0, 0
             if stopped is not None:
                 break
             if due_eval or due_ckpt:
@@ -658,8 +668,7 @@ class Trainer:
                 if due_eval:
                     self._test(lr)
                 if due_ckpt:  # with the log window so far, which a resumed run's next row averages in
-                    n = len(window_steps)
-                    self.checkpoint({"terms": window[:n].cpu(), "norms": norms[:n].cpu(), "steps": window_steps})
+                    self.checkpoint(self._window(window, norms, window_steps))
                 paused += time.perf_counter() - t
         bar.close()
         if stopped is not None:

@@ -102,3 +102,20 @@ def report(name: str, settings: dict, figures: dict, targets: dict | None = None
     if echo:
         print(f"  -> {path}")
     return path
+
+
+def paired_text(label: str, t: dict, digits: int = 2) -> str:
+    """One line for a paired comparison (`drmario.play.gate.compare(...).to_dict()`): wins with McNemar's
+    p, then pills per virus on the games both won (none where no game was won by both: its figures are None)."""
+    line = (
+        f"{label}: wins {t['new_wins']}-{t['old_wins']} of {t['games']} (McNemar exact p = {t['wins_p']:.3g}, "
+        f"{t['new_only']} against {t['old_only']} discordant)"
+    )
+    if not t["both_won"]:
+        return f"{line}; no game won by both, no pills per virus to compare"
+    d = digits
+    return (
+        f"{line}; pills per virus on the {t['both_won']} games both won {t['new_ppv']:.{d}f} against "
+        f"{t['old_ppv']:.{d}f} (difference {t['ppv_diff']:+.{d}f}, 95% {t['ppv_diff_low']:+.{d}f} to "
+        f"{t['ppv_diff_high']:+.{d}f})"
+    )

@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from common import RESULTS, machine_info, machine_slug, report
+from common import RESULTS, machine_info, machine_slug, paired_text, report
 
 from drmario.files import atomic_file, write_atomic
 from drmario.play.arena import EvalConfig
@@ -58,12 +58,7 @@ def main() -> None:
         name = next(n for n in records if n.endswith(" best"))  # the best network with search
         tests[f"{name} vs expert"] = compare(records[name], records["expert"]).to_dict()
     for label, t in tests.items():
-        print(
-            f"{label}: wins {t['new_wins']}-{t['old_wins']} of {t['games']} (McNemar exact p = {t['wins_p']:.3g}, "
-            f"{t['new_only']} against {t['old_only']} discordant); pills per virus on the {t['both_won']} games both "
-            f"won {t['new_ppv']:.2f} against {t['old_ppv']:.2f} (difference {t['ppv_diff']:+.2f}, "
-            f"95% {t['ppv_diff_low']:+.2f} to {t['ppv_diff_high']:+.2f})"
-        )
+        print(paired_text(label, t))
 
     slug = machine_slug(machine_info())
     RESULTS.mkdir(parents=True, exist_ok=True)

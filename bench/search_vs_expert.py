@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from common import RESULTS, machine_info, machine_slug, report
+from common import RESULTS, machine_info, machine_slug, paired_text, report
 
 from drmario.engine import kernels as K
 from drmario.engine.game import GameRecord
@@ -236,12 +236,7 @@ def main() -> None:
             tests[f"{name} vs policy"] = compare(records[name], records["policy"]).to_dict()
     figures["paired tests"] = tests
     for label, t in tests.items():
-        print(
-            f"{label}: wins {t['new_wins']}-{t['old_wins']} of {t['games']} (McNemar exact p = {t['wins_p']:.3g}, "
-            f"{t['new_only']} against {t['old_only']} discordant); pills per virus on the {t['both_won']} games both "
-            f"won {t['new_ppv']:.3f} against {t['old_ppv']:.3f} (difference {t['ppv_diff']:+.3f}, "
-            f"95% {t['ppv_diff_low']:+.3f} to {t['ppv_diff_high']:+.3f})"
-        )
+        print(paired_text(label, t, digits=3))
 
     rows = [
         {

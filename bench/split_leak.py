@@ -87,6 +87,8 @@ def main() -> None:
     if not now.get("init"):
         raise SystemExit(f"round {args.round} did not start from another network (no init in its config.json)")
     start = Path(now["init"])
+    if now["data"][: len(before["data"])] != before["data"] or sorted(now["data"]) != now["data"]:
+        raise SystemExit("round k's data must be round k - 1's and then its own (game ids shared): no replay window")
     data_before, levels = game_levels(before["data"])  # rounds 0..k-1, game ids as in round k's load
     data_now = load_examples(now["data"], progress=False)
     held_before = old_test_games(data_before, before["test_fraction"], before["seed"])

@@ -130,6 +130,10 @@ def test_agents_without_a_network_on_other_evaluation_games_keep_their_own_rows(
     assert len(both[both["agent"] == "greedy"]) == len(LEVELS)  # A's rounds: the same games, once
     (a / "analysis1" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 2000}))
     assert {"greedy", "greedy r1"} <= set(compare.arena_results(a)["agent"])
+    # a third table of round 1's games (played 4 at a time: the same games) repeats it, not shown again
+    write_arena(a / "analysis2" / "arena.csv", arena_rows("greedy", {0: 4, 5: 1}))
+    (a / "analysis2" / "evaluation.json").write_text(json.dumps({"levels": [0, 5], "max_pills": 2000, "lockstep": 4}))
+    assert "greedy r2" not in set(compare.arena_results(a)["agent"])
     table = compare.rounds_table(a)
     assert table.loc[table["agent"] == "greedy", "round"].tolist() == [-1] * len(LEVELS)  # the first table's
 

@@ -344,3 +344,9 @@ def test_ppv_interval_is_the_95_percent_bootstrap_of_pills_over_viruses():
     assert ppv_interval(records) == (low, high) and ppv_interval(records, seed=1) != (low, high)
     nothing_cleared = GameRecord(seed=8, level=20, moves=(), outcome="topped_out", viruses_cleared=0, pills_used=3)
     assert np.isnan(ppv_interval([])[0]) and np.isnan(ppv_interval([nothing_cleared])[0])
+    # one game of 40 clears 4 viruses with 10 pills: resamples without it have no ratio, not one of 100s of pills
+    rare = [
+        GameRecord(seed=8 * i, level=20, outcome="topped_out", viruses_cleared=0, pills_used=3) for i in range(1, 40)
+    ]
+    rare.append(GameRecord(seed=4, level=20, outcome="topped_out", viruses_cleared=4, pills_used=10))
+    assert ppv_interval(rare)[1] <= (39 * 3 + 10) / 4  # at most: that game once among the others (not 120 pills / 1)

@@ -307,6 +307,9 @@ def test_plan_runs_the_alphazero_loop(tmp_path):
     shipped = P.apply_overrides(P.load_profile("ci"), ["analysis.checkpoint=small"])
     analysis = P.plan(shipped, tmp_path)[2]
     assert analysis.parameters["checkpoint"] == str((ROOT / "data" / "networks" / "small.pt").resolve())
+    typo = P.apply_overrides(P.load_profile("ci"), ["analysis.checkpoint=smal"])
+    with pytest.raises(FileNotFoundError, match=r"'smal': no such file here \(.*smal\), and no shipped network"):
+        P.plan(typo, tmp_path)
 
 
 def test_values_refits_need_the_value_games(tmp_path):

@@ -414,7 +414,9 @@ def test_calibration_bins_hold_the_mean_prediction_and_the_mean_outcome():
     p, actual = np.array([0.0, 0.1, 0.9, 1.0]), np.array([1.0, -1.0, 0.0, 0.0])
     counts, mean_p, mean_a, se = _binned_means(p, actual, np.array([0.0, 0.5, 1.0]))
     assert counts.tolist() == [2, 2] and mean_p == pytest.approx([0.05, 0.95]) and mean_a == pytest.approx([0, 0])
-    assert se == pytest.approx([np.sqrt(2 / 2) / np.sqrt(2), 0])  # sd of (1, -1) over sqrt(2)
+    assert se == pytest.approx([np.sqrt(2 / 1) / np.sqrt(2), 0])  # the sample sd of (1, -1) over sqrt(2)
+    counts, _, _, se = _binned_means(p[1:], actual[1:], np.array([0.0, 0.5, 1.0]))
+    assert counts.tolist() == [1, 2] and np.isnan(se[0])  # one position: no standard error (not 0)
 
 
 def test_import_stays_light():
@@ -440,7 +442,7 @@ def test_every_plot_is_labelled(tmp_path):
         assert panels[3].get_ylabel() == "learning rate"  # constant: a linear axis
         assert {"a", "b", "train (smoothed)", "train (raw)", "test"} <= set(legend_texts(fig))
     assert "train (raw)" not in legend_texts(viz.plot_curves(df))
-    assert viz.plot_curves(df, log_scale=False).axes[0].get_ylabel() == "total loss (sum of the terms)"
+    assert viz.plot_curves(df, log_scale=False).axes[0].get_ylabel() == "total loss (the terms' weighted sum)"
     fig = viz.plot_curves(
         df[df["split"] == "train"], terms=("loss", "lr"), x_label="decisions played", y_labels={"loss": "TD error"}
     )

@@ -9,8 +9,8 @@ alone by default, `GateConfig.agent`). The comparison is paired, game by game:
 - **pills per virus**: on the games both won, the mean of the per-game difference, with a paired
   bootstrap 95% interval and a one-sided sign-flip (permutation) test of "the new one uses more";
 - **viruses cleared**: on every game, the share of the level's viruses each cleared, with a one-sided
-  sign-flip test of "the new one clears fewer". It weighs only where no game was won by both (weak
-  networks, hard levels), so there are no pills to compare.
+  sign-flip test of "the new one clears fewer". It weighs only where wins are level and no game was won
+  by both (weak networks, hard levels), so there are no pills to compare.
 
 The decision (`GateConfig.rule`):
 

@@ -110,7 +110,10 @@ def resolve_checkpoint(source: str | Path) -> Path:
     data/networks/small.pt)."""
     path = Path(source)
     if not path.exists() and re.fullmatch(r"[\w-]+", str(source)):
-        return shipped_network(str(source))
+        try:
+            return shipped_network(str(source))
+        except FileNotFoundError as e:  # say both: a mistyped path reads as a name
+            raise FileNotFoundError(f"{source!r}: no such file here ({path.resolve()}), and {e}") from None
     return path
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 from drmario.files import atomic_file
 from drmario.play.arena import ARENA_COLUMNS, all_levels
 from drmario.run.agents import NETWORK_KINDS, parse_spec
-from drmario.run.notebook import EVALUATION_FILE
+from drmario.run.notebook import EVALUATION_FILE, games_of
 from drmario.run.rounds import numbered
 from drmario.viz.arena_plots import plot_arena, plot_leaderboard
 from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_curves, read_metrics
@@ -92,7 +92,7 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
     runs = run_dirs_by_name(run_dirs)
     several = len(runs) > 1
     frames: list[pd.DataFrame] = []
-    seen: dict[tuple[str, int], Any] = {}  # (agent, level) of an agent without a network: its table's evaluation
+    shown: dict[tuple[str, int], list[Any]] = {}  # (agent, level) without a network: the evaluations shown
     for run, path in runs.items():
         tables: list[tuple[str, int | None, Path]] = [
             (f"analysis{k}", k, path / f"analysis{k}" / "arena.csv") for k in numbered(path, "analysis")
@@ -104,22 +104,19 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
             df = pd.read_csv(file)
             if df.empty:
                 continue
-            evaluation = _evaluation(file.parent)
+            games = games_of(_evaluation(file.parent))
             tag = f"r{k}" if k is not None else "in 05"  # 05: the network given to the baselines notebook
             names, keep, rounds = [], [], []
             for agent, level in zip(df["agent"], df["level"]):
                 kind = _kind(agent)
                 if kind in NETWORK_KINDS or kind in PER_RUN_KINDS:  # one per run (and round)
                     names.append(_label(agent, run, tag if kind in NETWORK_KINDS else "", several))
-                elif (agent, level) not in seen:  # the first table with it
-                    seen[agent, level] = evaluation
-                    names.append(agent)
-                elif seen[agent, level] == evaluation:  # the same games again: a repeat, left out
-                    names.append(agent)
-                    keep.append(False)
-                else:  # other evaluation games: kept, named after its table
-                    names.append(_label(agent, run, tag, several))
-                keep += [True] * (len(names) - len(keep))
+                    keep.append(True)
+                else:  # once per set of games: the first keeps its name, one of other games is named after its table
+                    before = shown.setdefault((agent, level), [])
+                    names.append(_label(agent, run, tag, several) if before else agent)
+                    keep.append(games not in before)
+                    before += [games] if games not in before else []
                 rounds.append(k if kind in NETWORK_KINDS else None)
             df = df.assign(spec=df["agent"], agent=names, run=run, source=source)
             df["round"] = pd.array(rounds)

@@ -362,6 +362,12 @@ def save_arena(
     write_atomic(out_dir / EVALUATION_FILE, json.dumps(evaluation.to_dict(), indent=1) + "\n")
 
 
+def games_of(evaluation: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The settings of an evaluation (`EvalConfig.to_dict`, as its evaluation.json holds them) that
+    make its games and their outcomes: all but how many play at once (lockstep)."""
+    return None if evaluation is None else {k: v for k, v in evaluation.items() if k != "lockstep"}
+
+
 def earlier_results(
     run_dir: str | Path, round: int, specs: Sequence[str], evaluation: EvalConfig
 ) -> tuple[pd.DataFrame, dict[str, list[GameRecord]], list[str]]:
@@ -375,11 +381,11 @@ def earlier_results(
 
     rows: list[pd.DataFrame] = []
     records: dict[str, list[GameRecord]] = {}
-    wanted = json.loads(json.dumps(evaluation.to_dict()))  # as JSON compares
+    wanted = games_of(json.loads(json.dumps(evaluation.to_dict())))  # as JSON compares
     for k in range(round):
         folder = analysis_dir(run_dir, k)
         try:
-            same = json.loads((folder / EVALUATION_FILE).read_text()) == wanted
+            same = games_of(json.loads((folder / EVALUATION_FILE).read_text())) == wanted
         except (OSError, ValueError):  # none (an analysis made before the file existed) or damaged: play again
             same = False
         if not same or not (folder / "arena.csv").exists():

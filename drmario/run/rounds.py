@@ -239,13 +239,15 @@ ROUND_COLUMNS = [
 
 
 def ppv_interval(records: Sequence[GameRecord], seed: int = 0, rounds: int = 5000) -> tuple[float, float]:
-    """95% percentile bootstrap interval (over games) of pills per virus cleared, sum(pills) / sum(viruses)."""
+    """95% percentile bootstrap interval (over games) of pills per virus cleared, sum(pills) / sum(viruses).
+    A resample whose games cleared no virus has no such ratio and is left out (not counted as its pills)."""
     pills = np.array([r.pills_used for r in records], np.float64)
     viruses = np.array([r.viruses_cleared for r in records], np.float64)
     if len(records) == 0 or viruses.sum() == 0:
         return float("nan"), float("nan")
     draws = np.random.default_rng(seed).integers(0, len(records), size=(rounds, len(records)))
-    ratios = pills[draws].sum(axis=1) / np.maximum(viruses[draws].sum(axis=1), 1)
+    cleared = viruses[draws].sum(axis=1)
+    ratios = pills[draws].sum(axis=1)[cleared > 0] / cleared[cleared > 0]
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 

@@ -56,7 +56,7 @@ X_LABELS = {
 # duration relative to the target or over 100, as the network's count_error says; the moves term is
 # a cross-entropy in nats).
 TERM_LABELS = {
-    "loss": "total loss (sum of the terms)",
+    "loss": "total loss (the terms' weighted sum)",
     "won": "won loss (ŵ − won)²",
     "cleared": "cleared loss ((ĉ − c) / s)², s = c or 100",
     "duration": "duration loss ((d̂ − d) / s)², s = d or 100",
@@ -64,7 +64,7 @@ TERM_LABELS = {
     "reg": "weight penalty c·‖θ‖²",
     "lr": "learning rate",
     "lr_after": "learning rate (after the game)",
-    "samples_per_s": "training samples / s",
+    "samples_per_s": "samples / s (test rows: evaluation's)",
     "steps_per_s": "steps / s",
     "positions_per_s": "positions / s",
     "q_mean": "mean Q(s, a) (reward units)",
@@ -486,14 +486,16 @@ def _calibration_edges(p: np.ndarray, bins: int, strategy: str) -> np.ndarray:
 
 
 def _binned_means(p: np.ndarray, a: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per bin of p: (count, mean prediction, mean outcome, standard error of the mean outcome)."""
+    """Per bin of p: (count, mean prediction, mean outcome, standard error of the mean outcome: from the
+    sample variance, NaN for a bin of fewer than 2 positions, which has none)."""
     nb = edges.size - 1
     idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, nb - 1)
     counts = np.bincount(idx, minlength=nb)
     c = np.maximum(counts, 1)
     mean_p = np.bincount(idx, p, nb) / c
     mean_a = np.bincount(idx, a, nb) / c
-    se = np.sqrt(np.bincount(idx, (a - mean_a[idx]) ** 2, nb) / c / c)
+    var = np.bincount(idx, (a - mean_a[idx]) ** 2, nb) / np.maximum(counts - 1, 1)
+    se = np.where(counts >= 2, np.sqrt(var / c), np.nan)
     return counts, mean_p, mean_a, se
 
 

@@ -10,6 +10,11 @@ the check takes about 2 ms). A fresh checkout or install compiles everything any
 source costs a recompile. The cache is looked for where numba keeps it (`cache_folder`): the
 package's `__pycache__` folders, or NUMBA_CACHE_DIR when that is set, or numba's user-wide cache
 where the package cannot be written.
+
+Not covered: a process that imported the sources before an edit (a notebook kernel left running) and
+compiles a kernel for the first time after another process dropped the cache saves the old code
+under the new stamp. Restart such kernels after editing the package, or delete the cached kernels
+(``find drmario -name '*.nb[ic]' -delete``).
 """
 
 from __future__ import annotations

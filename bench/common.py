@@ -115,7 +115,7 @@ def paired_text(label: str, t: dict, digits: int = 2) -> str:
         return f"{line}; no game won by both, no pills per virus to compare"
     d = digits
     return (
-        f"{line}; pills per virus on the {t['both_won']} games both won {t['new_ppv']:.{d}f} against "
+        f"{line}; pills per virus, mean per game on the {t['both_won']} both won {t['new_ppv']:.{d}f} against "
         f"{t['old_ppv']:.{d}f} (difference {t['ppv_diff']:+.{d}f}, 95% {t['ppv_diff_low']:+.{d}f} to "
         f"{t['ppv_diff_high']:+.{d}f})"
     )

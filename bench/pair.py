@@ -5,7 +5,8 @@ network need not replay the old one's games: each game's moves follow from its s
 the new agent's rows with the old agent's rows of another table, game by game (the same seeds and
 level, in the same order), and applies the arena's paired test (`play.gate.compare`: McNemar's exact
 test on wins; pills per virus on the games both won, paired bootstrap 95% interval). Each pairing is
-written as ``LABEL: NEW vs OLD`` to bench/results/NAME-MACHINE.json.
+written as ``LABEL: NEW vs OLD`` to bench/results/NAME-MACHINE.json, with each table's sha256 and the command,
+date and machine of the result file beside it (the games' own provenance: the pairing may run elsewhere).
 
 Run: `python bench/pair.py --name NAME "new vs old=results/a.csv:net-mcts-100,results/b.csv:net-mcts-100"`.
 """
@@ -13,12 +14,14 @@ Run: `python bench/pair.py --name NAME "new vs old=results/a.csv:net-mcts-100,re
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
 from common import report
 
 from drmario.engine.game import GameRecord
+from drmario.files import file_sha256
 from drmario.play.gate import compare
 
 
@@ -40,6 +43,18 @@ def records(table: Path, agent: str) -> list[GameRecord]:
     ]
 
 
+def provenance(table: Path, agent: str) -> dict:
+    """Which games a side holds: the table, its sha256, and the command, date and machine of the result
+    file written beside it (search_vs_expert.py writes NAME-MACHINE.csv and .json together)."""
+    out: dict = {"table": f"{table}:{agent}", "sha256": file_sha256(table)}
+    try:
+        made = json.loads(table.with_suffix(".json").read_text())
+        out.update(command=made.get("command"), date=made.get("date"), machine=(made.get("machine") or {}).get("cpu"))
+    except (OSError, ValueError):
+        out["made"] = "no readable result file beside it"
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pairs", nargs="+", help="LABEL=NEW_CSV:AGENT,OLD_CSV:AGENT")
@@ -52,7 +67,7 @@ def main() -> None:
         new, old = records(Path(new_table), new_agent), records(Path(old_table), old_agent)
         result = compare(new, old).to_dict()
         figures[label] = result
-        settings[label] = {"new": f"{new_table}:{new_agent}", "old": f"{old_table}:{old_agent}"}
+        settings[label] = {"new": provenance(Path(new_table), new_agent), "old": provenance(Path(old_table), old_agent)}
     report(args.name, settings, figures)
 
 

@@ -4,13 +4,13 @@ Plays every trained round's network alone (``policy rK``), the agents without a 
 and the expert, the round-0 teacher) and the run's best network with search (``net-mcts-N best``)
 on the same evaluation games (NES rules, seeds that no round trained or gated on; paired: the same
 seeds and pills for every agent). Writes, per agent and level, games, wins, win rate with its
-Wilson 95% interval and pills per virus with a bootstrap 95% interval to
-bench/results/rounds-MACHINE.csv (and RUN_DIR/rounds.csv, which `export` puts in the network's
-card), the plot to rounds-MACHINE.png, and to rounds-MACHINE.json the paired tests (McNemar's
-exact test on wins; pills per virus on the games both won, paired bootstrap) of every later round's
-network against round 0's and of the best network with search against the expert, with the run's
-settings. ``--name NAME`` writes NAME-MACHINE.* instead (an experiment's run beside the shipped
-one's).
+Wilson 95% interval and pills per virus (sum of pills over sum of viruses, every game) with a bootstrap
+95% interval to bench/results/rounds-MACHINE.csv (and, under the default name, RUN_DIR/rounds.csv,
+which `export` puts in the network's card), the plot to rounds-MACHINE.png, and to rounds-MACHINE.json
+the paired tests (McNemar's exact test on wins; pills per virus as the mean per game on the games both
+won, paired bootstrap) of every later round's network against round 0's and of the best network with
+search against the expert, with the run's settings. ``--name NAME`` writes NAME-MACHINE.* instead (an
+experiment's run beside the shipped one's).
 
 Run: `python bench/rounds.py runs/cpu` after `python -m drmario pipeline --profile cpu --run-dir
 runs/cpu --rounds 3`.
@@ -61,9 +61,14 @@ def main() -> None:
         print(paired_text(label, t))
 
     slug = machine_slug(machine_info())
+    try:  # read before anything is written: the files of one call belong together
+        profile = json.loads((args.run_dir / "pipeline.json").read_text()).get("profile", {})
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{args.run_dir}: cannot read its pipeline.json ({e}): not a pipeline run") from e
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_atomic(RESULTS / f"{args.name}-{slug}.csv", table.to_csv(index=False, float_format="%.4f"))
-    write_atomic(args.run_dir / ROUNDS_FILE, table.to_csv(index=False))  # for the exported network's card
+    if args.name == "rounds":  # the run's own table, for the exported network's card (not an experiment's)
+        write_atomic(args.run_dir / ROUNDS_FILE, table.to_csv(index=False))
     with atomic_file(RESULTS / f"{args.name}-{slug}.png") as f:
         plot_rounds(table).savefig(f, dpi=110, format="png")
     figures: dict[str, object] = {
@@ -72,7 +77,6 @@ def main() -> None:
         for r in table.itertuples()
     }
     figures["paired tests"] = tests
-    profile = json.loads((args.run_dir / "pipeline.json").read_text()).get("profile", {})
     settings = {"run_dir": str(args.run_dir), "evaluation": evaluation.to_dict(), "search": args.search}
     report(args.name, {**settings, "threads": args.threads, "profile": profile}, figures)
 

@@ -265,7 +265,7 @@ def main() -> None:
         },
         "default utility": Utility().to_dict(),
         "games": f"{args.games} at level {args.level} from the "
-        + ("training seeds (tuning)" if args.tuning else "evaluation seeds (the rounds bench's games)"),
+        + ("training seeds (tuning)" if args.tuning else f"evaluation seeds, drawn with seed {args.seed}"),
         "evaluation": cfg.to_dict(),
         "tuning": args.tuning,
         "threads": args.threads,

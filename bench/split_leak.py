@@ -14,7 +14,7 @@ finished run, what the old rule did:
   agreement), the moves target's cross-entropy, and the won head's squared error, on the games'
   own colouring.
 
-Run: `python bench/split_leak.py runs/cpuamd --round 2`. Writes bench/results/split-leak-RUN-rK-MACHINE.json.
+Run: `python bench/split_leak.py runs/cpuamd --round 2`. Writes bench/results/split-leak-RUN-rK[-sSEED]-MACHINE.json.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def main() -> None:
     for key in ("agreement", "moves_ce", "won_mse"):
         out[f"gap_{key}"] = on_trained[key] - on_held[key]
     settings = {"run_dir": str(args.run_dir), "round": args.round, "start": str(start), "sample_seed": args.sample_seed}
-    report(f"split-leak-{args.run_dir.resolve().name}-r{args.round}", settings, out)
+    draw = f"-s{args.sample_seed}" if args.sample_seed else ""
+    report(f"split-leak-{args.run_dir.resolve().name}-r{args.round}{draw}", settings, out)
 
 
 if __name__ == "__main__":

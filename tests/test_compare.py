@@ -279,6 +279,12 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     gated_arena = export.read_card(tmp_path / "nets" / "gated.pt")["arena"]
     assert sum(r["wins"] for r in gated_arena if r["agent"] == "net-mcts-16") == 7  # round 0's
     assert export.read_card(tmp_path / "nets" / "gated.pt")["values_refit"] is None
+    # an arena 03 played with other weights (another network it was given) is not this network's
+    from drmario.files import record_network
+
+    record_network(run / "analysis0", run / "train1" / "checkpoints" / "latest.pt")
+    main(["export", str(run), "--out", str(tmp_path / "nets" / "other.pt")])
+    assert export.read_card(tmp_path / "nets" / "other.pt")["arena"] == []
 
 
 def test_export_ships_a_rounds_refitted_values_and_says_so(runs, tmp_path):

@@ -7,6 +7,7 @@ import pytest
 
 from drmario.engine.game import GameRecord
 from drmario.engine.level import EVALUATION_SEEDS, GATING_SEEDS, SELFPLAY_SEEDS
+from drmario.files import file_sha256
 from drmario.play.gate import GateConfig, bootstrap_interval, compare, mcnemar_fewer_p, mcnemar_p, sign_flip_p
 from drmario.run.rounds import (
     GATE_FILE,
@@ -230,6 +231,17 @@ def test_best_round_reads_the_gates(tmp_path):
     gate(2, False)
     assert best_round(tmp_path, 3) == 1 and best_round(tmp_path, 2) == 1 and best_round(tmp_path, 1) == 0
     assert best_checkpoint(tmp_path, 3) == checkpoint_path(tmp_path, 1)
+    # a gate of other weights than the round's file holds now (retrained since) promotes nothing
+    network = checkpoint_path(tmp_path, 1)
+    network.parent.mkdir(parents=True)
+    network.write_bytes(b"weights")
+    (train_dir(tmp_path, 1) / GATE_FILE).write_text(json.dumps({"promoted": True, "sha256": file_sha256(network)}))
+    assert best_round(tmp_path, 3) == 1
+    network.write_bytes(b"weights trained again")
+    assert best_round(tmp_path, 3) == 0
+    (train_dir(tmp_path, 0) / GATE_FILE).unlink()  # and no round left promoted: said, not round 2's network
+    with pytest.raises(ValueError, match="no round before 3 stands promoted by its gate"):
+        best_checkpoint(tmp_path, 3)
 
 
 def test_every_round_plays_the_same_evaluation_games(tmp_path):

@@ -349,6 +349,35 @@ def test_an_analysis_of_a_network_replaced_since_is_not_done(tmp_path):
     assert P.step_problem(analysis) == (
         f"round 0's network train0/values/checkpoints/latest.pt is newer than its arena {arena}"
     )
+    # with 03's record of the weights it played (network.json), those decide, not file times (a copied run)
+    record_network(arena.parent, refit)
+    os.utime(refit, (3e9, 3e9))
+    assert P.step_done(analysis)
+    refit.write_bytes(b"weights refitted again")
+    os.utime(refit, (1e9, 1e9))  # older than the arena, but other weights
+    assert P.step_problem(analysis) == (
+        f"its arena {arena} is of other weights than round 0's network train0/values/checkpoints/latest.pt"
+    )
+
+
+def test_a_round_whose_training_went_on_after_its_refit_is_not_done(tmp_path):
+    train = next(s for s in P.plan(P.load_profile("ci"), tmp_path) if s.notebook == "02_train")
+    train.output.parent.mkdir()
+    nbformat.write(
+        nbformat.v4.new_notebook(metadata={"papermill": {"end_time": "now", "exception": None}}), train.output
+    )
+    for path in train.products:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}" if path.suffix == ".json" else "weights")
+    refit, trained = refit_checkpoint(tmp_path, 0), trained_checkpoint(tmp_path, 0)
+    os.utime(refit, (2e9, 2e9))
+    os.utime(trained, (1e9, 1e9))
+    assert P.step_done(train)
+    os.utime(trained, (3e9, 3e9))  # 02 run again with more steps, stopped before its refit
+    assert (
+        P.step_problem(train)
+        == "its values refit train0/values/checkpoints/latest.pt is older than its training's network"
+    )
 
 
 def test_a_replay_window_and_warm_starts(tmp_path):
@@ -713,7 +742,17 @@ def test_a_step_begun_binds_its_settings_as_a_finished_one(tmp_path):
         rerun("train.lr=0.02", "round0_data.games=5")
     rerun("train.lr=0.01", "round0_data.games=5")  # the same settings: resumed
     # what a resumed training may change (its steps, device; the gate, played after it) stays free
-    rerun("train.lr=0.01", "round0_data.games=5", "train.steps=300", "train.gate_games_per_level=3")
+    rerun(
+        "train.lr=0.01",
+        "round0_data.games=5",
+        "train.steps=300",
+        "train.gate_games_per_level=3",
+        "train.value_lr=0.002",
+    )
+    with pytest.raises(
+        ValueError, match=r"holds another run \(train\.value_weight: "
+    ):  # the network's, not the refit's
+        rerun("train.lr=0.01", "round0_data.games=5", "train.value_weight=0.3")
 
 
 def test_seeds_a_run_began_with_are_warned_of_not_refused(tmp_path):

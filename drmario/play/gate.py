@@ -115,10 +115,10 @@ class GateResult:
     ppv_fewer_p: float | None = None  # one-sided sign-flip p of "the new one uses fewer pills per virus"
 
     def to_dict(self) -> dict:
-        """As JSON holds it: floats to 6 digits, and None for what could not be measured (NaN: the pills
-        where no game was won by both), which JSON has no number for."""
+        """As JSON holds it: floats to 6 significant digits (a p of 5.8e-8 is not 0), and None for what
+        could not be measured (NaN: the pills where no game was won by both), which JSON has no number for."""
         return {
-            k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
+            k: (float(f"{v:.6g}") if math.isfinite(v) else None) if isinstance(v, float) else v
             for k, v in asdict(self).items()
         }
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from drmario.files import file_sha256, write_atomic
+from drmario.files import file_sha256, played_network, write_atomic
 from drmario.learn.checkpoint import load_net, read_checkpoint, save_net
 from drmario.run.compare import rounds_table
 from drmario.run.rounds import (
@@ -99,6 +99,8 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
     training = _training(train_dir(run_dir, round))
     refit = source == refit_checkpoint(run_dir, round)  # the round's values were refitted
     arena_file = analysis_dir(run_dir, round) / "arena.csv"
+    played = played_network(arena_file.parent)  # 03's record of the network it played (None: from before it)
+    of_these_weights = played is None or played.get("sha256") == file_sha256(source)
     pipeline_file = run_dir / "pipeline.json"
     pipeline = json.loads(pipeline_file.read_text()) if pipeline_file.is_file() else {}
     card = {
@@ -112,7 +114,8 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
         "data": training["data"],
         # the refit of its value head on games the training never saw (02's value_steps), or None
         "values_refit": _training(values_dir(run_dir, round)) if refit else None,
-        "arena": _records(pd.read_csv(arena_file)) if arena_file.is_file() else [],
+        # 03's arena of these weights (not of another network 03 was given, nor of weights since replaced)
+        "arena": _records(pd.read_csv(arena_file)) if arena_file.is_file() and of_these_weights else [],
         "rounds": _records(_rounds(run_dir)),
         "gates": [{k: v for k, v in g.items() if k != "config"} for g in gate_table(run_dir)],
         "profile": pipeline.get("profile", {}),

@@ -86,10 +86,12 @@ from drmario.run.rounds import (
     analysis_dir,
     best_checkpoint,
     checkpoint_path,
+    gated_as_it_is,
     in_run,
     refit_checkpoint,
     round_dir,
     run_best_checkpoint,
+    stale_refit,
     train_dir,
     trained_checkpoint,
     value_games_dir,
@@ -241,9 +243,16 @@ def step_problem(step: Step) -> str | None:
     if missing:
         return f"it did not make {', '.join(missing)}"
     section = section_of(step.notebook)
+    run_dir = step.parameters["run_dir"]
     if section == "analysis":  # 03 played the round's network as it is now (not one replaced since, e.g. by a refit)
-        network, arena_file = checkpoint_path(step.parameters["run_dir"], step.round), step.products[0]
-        if network.is_file() and network.stat().st_mtime_ns > arena_file.stat().st_mtime_ns:
+        network, arena_file = (
+            Path(step.parameters.get("checkpoint") or checkpoint_path(run_dir, step.round)),
+            step.products[0],
+        )
+        played = played_network(arena_file.parent)  # by its weights: file times change when a run is copied
+        if played is not None and network.is_file() and played.get("sha256") != file_sha256(network):
+            return f"its arena {arena_file} is of other weights than round {step.round}'s network {in_run(network)}"
+        if played is None and network.is_file() and network.stat().st_mtime_ns > arena_file.stat().st_mtime_ns:
             return f"round {step.round}'s network {in_run(network)} is newer than its arena {arena_file}"
         return None
     if section == "baselines":  # 05 played the run's best network as it is now (a run moved elsewhere too)
@@ -255,6 +264,8 @@ def step_problem(step: Step) -> str | None:
     if section in ("round0_data", "next_round"):  # every game of its runs in an intact shard (`shard_problem`)
         problems = [p for p in (run_problem(examples.parent) for examples in step.products) if p is not None]
         return f"its self-play is incomplete: {'; '.join(problems)}" if problems else None
+    if stale_refit(run_dir, step.round):  # 02: its training went on after the values were refitted
+        return f"its values refit {in_run(refit_checkpoint(run_dir, step.round))} is older than its training's network"
     for path in step.products:
         if path.suffix == ".json":  # the training result and the gate's record: whole JSON objects
             try:
@@ -263,10 +274,9 @@ def step_problem(step: Step) -> str | None:
                 return f"{path} cannot be read: {e}"
             if not isinstance(record, dict):
                 return f"{path} does not hold a JSON object"
-            if path.name == GATE_FILE and "sha256" in record:  # the gate judged the round's network as it is now
-                network = checkpoint_path(step.parameters["run_dir"], step.round)
-                if not network.is_file() or file_sha256(network) != record["sha256"]:
-                    return f"its gate ({path}) judged other weights than {in_run(network)} holds now"
+            if path.name == GATE_FILE and not gated_as_it_is(run_dir, step.round, record):
+                network = checkpoint_path(run_dir, step.round)
+                return f"its gate ({path}) judged other weights than {in_run(network)} holds now"
     return None
 
 
@@ -292,7 +302,7 @@ def _free_while_begun(section: str, values: Mapping[str, Any]) -> set[str]:
         return set()
     from drmario.learn.train import RESUMABLE
 
-    return set(RESUMABLE) | {k for k in values if k.startswith(("gate_", "value_"))}
+    return set(RESUMABLE) | {k for k in values if k.startswith("gate_")} | {"value_steps", "value_lr", "value_data"}
 
 
 def _begun(step: Step) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,21 +83,24 @@ def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
     (the training went on after it, so it refits weights that are gone; it is made again) and
     return whether one was removed. Without refitting, a refit there would stay the round's
     network (`checkpoint_path`): ValueError saying so."""
-    refit, latest, trained = (
-        values_dir(run_dir, round),
-        refit_checkpoint(run_dir, round),
-        trained_checkpoint(run_dir, round),
-    )
+    refit = values_dir(run_dir, round)
     if not refitting:
-        if latest.is_file():
+        if refit_checkpoint(run_dir, round).is_file():
             raise ValueError(
                 f"{refit} holds a values refit, the round's network, but value_steps = 0: delete that folder, or refit"
             )
         return False
-    if latest.is_file() and trained.is_file() and latest.stat().st_mtime_ns < trained.stat().st_mtime_ns:
+    if stale_refit(run_dir, round):
         shutil.rmtree(refit)
         return True
     return False
+
+
+def stale_refit(run_dir: str | Path, round: int) -> bool:
+    """Whether round `round` has a values refit older than its training's checkpoint: the training went
+    on after it (02 run again with more steps), so the refit is of weights that are gone."""
+    refit, trained = refit_checkpoint(run_dir, round), trained_checkpoint(run_dir, round)
+    return refit.is_file() and trained.is_file() and refit.stat().st_mtime_ns < trained.stat().st_mtime_ns
 
 
 def in_run(checkpoint: str | Path) -> str:
@@ -128,19 +131,33 @@ def read_gate(run_dir: str | Path, round: int) -> dict | None:
         raise ValueError(f"{path}: cannot read the gate's record ({e}); delete it to gate round {round} again") from e
 
 
+def gated_as_it_is(run_dir: str | Path, round: int, gate: Mapping[str, Any]) -> bool:
+    """Whether a gate record of round `round` judged the weights its network file holds now (its
+    sha256; a record from before the digest was kept: yes)."""
+    network = checkpoint_path(run_dir, round)
+    return "sha256" not in gate or (network.is_file() and file_sha256(network) == gate["sha256"])
+
+
 def best_round(run_dir: str | Path, before: int) -> int | None:
-    """The newest round before `before` whose network was promoted (None: no round gated yet)."""
+    """The newest round before `before` whose network, as its file holds it now, was promoted (None: no
+    round gated yet). A round retrained or refitted since its gate is not a candidate until gated again."""
     for k in reversed(range(before)):
         gate = read_gate(run_dir, k)
-        if gate is not None and gate["promoted"]:
+        if gate is not None and gate["promoted"] and gated_as_it_is(run_dir, k, gate):
             return k
     return None
 
 
 def best_checkpoint(run_dir: str | Path, before: int) -> Path:
     """The checkpoint of `best_round` (round before - 1's when no round has been gated: a run made
-    without gates)."""
+    without gates). ValueError where rounds were gated but none stands promoted (a gate record deleted,
+    or every promoted network changed since its gate)."""
     best = best_round(run_dir, before)
+    if best is None and any(read_gate(run_dir, k) is not None for k in range(before)):
+        raise ValueError(
+            f"{run_dir}: no round before {before} stands promoted by its gate as its network is now (a gate "
+            "record deleted, or the network retrained since): run that round's 02 again to gate it"
+        )
     return checkpoint_path(run_dir, before - 1 if best is None else best)
 
 

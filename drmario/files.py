@@ -77,6 +77,12 @@ def record_network(out_dir: PathLike, network: PathLike) -> dict[str, str]:
     return record
 
 
+def holds_weights(network: PathLike, record: Mapping[str, Any]) -> bool:
+    """Whether the file at network holds the weights a record names by their sha256 (`record_network`'s,
+    a gate's); False where there is no such file or the record names none."""
+    return Path(network).is_file() and record.get("sha256") == file_sha256(network)
+
+
 def played_network(out_dir: PathLike) -> dict[str, str] | None:
     """The record `record_network` wrote in out_dir, or None if there is none whole."""
     try:

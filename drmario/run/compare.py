@@ -28,7 +28,7 @@ import pandas as pd
 from drmario.files import atomic_file
 from drmario.play.arena import ARENA_COLUMNS, all_levels
 from drmario.run.agents import NETWORK_KINDS, parse_spec
-from drmario.run.notebook import EVALUATION_FILE, games_of
+from drmario.run.notebook import evaluation_games
 from drmario.run.rounds import numbered
 from drmario.viz.arena_plots import plot_arena, plot_leaderboard
 from drmario.viz.plots import LOSS_TERMS, METRIC_COLUMNS, plot_curves, read_metrics
@@ -68,15 +68,6 @@ def _kind(agent: str) -> str | None:
         return None
 
 
-def _evaluation(folder: Path) -> Any:
-    """The evaluation settings an arena table was played with (its folder's evaluation.json), None
-    where it has none (a table from before they were written) or it cannot be read."""
-    try:
-        return json.loads((folder / EVALUATION_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _label(agent: str, run: str, tag: str, several: bool) -> str:
     """A per-run agent's name: "<agent> <tag>", or with several runs "<agent> (<run> <tag>)"."""
     if several:
@@ -104,7 +95,7 @@ def arena_results(run_dirs: RunDirs) -> pd.DataFrame:
             df = pd.read_csv(file)
             if df.empty:
                 continue
-            games = games_of(_evaluation(file.parent))
+            games = evaluation_games(file.parent)
             tag = f"r{k}" if k is not None else "in 05"  # 05: the network given to the baselines notebook
             names, keep, rounds = [], [], []
             for agent, level in zip(df["agent"], df["level"]):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from drmario.files import file_sha256, played_network, write_atomic
+from drmario.files import file_sha256, holds_weights, played_network, write_atomic
 from drmario.learn.checkpoint import load_net, read_checkpoint, save_net
 from drmario.run.compare import rounds_table
 from drmario.run.rounds import (
@@ -100,7 +100,7 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
     refit = source == refit_checkpoint(run_dir, round)  # the round's values were refitted
     arena_file = analysis_dir(run_dir, round) / "arena.csv"
     played = played_network(arena_file.parent)  # 03's record of the network it played (None: from before it)
-    of_these_weights = played is None or played.get("sha256") == file_sha256(source)
+    of_these_weights = played is None or holds_weights(source, played)
     pipeline_file = run_dir / "pipeline.json"
     pipeline = json.loads(pipeline_file.read_text()) if pipeline_file.is_file() else {}
     card = {

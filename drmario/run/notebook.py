@@ -368,6 +368,15 @@ def games_of(evaluation: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if evaluation is None else {k: v for k, v in evaluation.items() if k != "lockstep"}
 
 
+def evaluation_games(folder: str | Path) -> dict[str, Any] | None:
+    """`games_of` the evaluation an arena table in folder was played with (its evaluation.json, `save_arena`),
+    None where it has none (a table from before the file was written) or it cannot be read."""
+    try:
+        return games_of(json.loads((Path(folder) / EVALUATION_FILE).read_text()))
+    except (OSError, ValueError, AttributeError):  # AttributeError: JSON that is not an object
+        return None
+
+
 def earlier_results(
     run_dir: str | Path, round: int, specs: Sequence[str], evaluation: EvalConfig
 ) -> tuple[pd.DataFrame, dict[str, list[GameRecord]], list[str]]:
@@ -384,10 +393,7 @@ def earlier_results(
     wanted = games_of(json.loads(json.dumps(evaluation.to_dict())))  # as JSON compares
     for k in range(round):
         folder = analysis_dir(run_dir, k)
-        try:
-            same = games_of(json.loads((folder / EVALUATION_FILE).read_text())) == wanted
-        except (OSError, ValueError):  # none (an analysis made before the file existed) or damaged: play again
-            same = False
+        same = evaluation_games(folder) == wanted  # none (made before the file existed) or damaged: play again
         if not same or not (folder / "arena.csv").exists():
             continue
         table = pd.read_csv(folder / "arena.csv")

@@ -56,7 +56,7 @@ from typing import Any
 from drmario.files import (
     LOCK_NAME,
     RunError,
-    file_sha256,
+    holds_weights,
     lock_run_dir,
     parent_death_signal,
     played_network,
@@ -250,14 +250,14 @@ def step_problem(step: Step) -> str | None:
             step.products[0],
         )
         played = played_network(arena_file.parent)  # by its weights: file times change when a run is copied
-        if played is not None and network.is_file() and played.get("sha256") != file_sha256(network):
+        if played is not None and network.is_file() and not holds_weights(network, played):
             return f"its arena {arena_file} is of other weights than round {step.round}'s network {in_run(network)}"
         if played is None and network.is_file() and network.stat().st_mtime_ns > arena_file.stat().st_mtime_ns:
             return f"round {step.round}'s network {in_run(network)} is newer than its arena {arena_file}"
         return None
     if section == "baselines":  # 05 played the run's best network as it is now (a run moved elsewhere too)
         best, played = _network_of(step), played_network(step.products[0].parent) or {}
-        same = best.is_file() and played.get("sha256") == file_sha256(best)
+        same = holds_weights(best, played)
         if not same or in_run(played.get("checkpoint", "")) != in_run(best):
             return f"it did not play the run's best network as it is now, {in_run(best)}"
         return None

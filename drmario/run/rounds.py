@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from drmario.engine.game import GameRecord
-from drmario.files import file_sha256, write_atomic
+from drmario.files import file_sha256, holds_weights, write_atomic
 from drmario.play.agents import Agent
 from drmario.play.arena import EvalConfig, arena, summarize
 from drmario.play.gate import GateConfig, compare, play_gate
@@ -135,7 +135,7 @@ def gated_as_it_is(run_dir: str | Path, round: int, gate: Mapping[str, Any]) -> 
     """Whether a gate record of round `round` judged the weights its network file holds now (its
     sha256; a record from before the digest was kept: yes)."""
     network = checkpoint_path(run_dir, round)
-    return "sha256" not in gate or (network.is_file() and file_sha256(network) == gate["sha256"])
+    return "sha256" not in gate or holds_weights(network, gate)
 
 
 def best_round(run_dir: str | Path, before: int) -> int | None:

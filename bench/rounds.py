@@ -13,7 +13,7 @@ search against the expert, with the run's settings. ``--name NAME`` writes NAME-
 experiment's run beside the shipped one's).
 
 Run: `python bench/rounds.py runs/cpu` after `python -m drmario pipeline --profile cpu --run-dir
-runs/cpu --rounds 3`.
+runs/cpu --rounds 4`.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds_file = args.run_dir / ROUNDS_FILE
     if not rounds_file.is_file():
-        raise SystemExit(f"{rounds_file} is missing: run `python bench/rounds.py {args.run_dir}` first")
+        raise SystemExit(f"{rounds_file} is missing: `python bench/rounds.py {args.run_dir}` (no --name) writes it")
     with atomic_file(DOCS / "rounds.png") as f:
         plot_rounds(pd.read_csv(rounds_file)).savefig(f, dpi=80, bbox_inches="tight", format="png")
     runs = {f"round {k}": train_dir(args.run_dir, k) for k in trained_rounds(args.run_dir)}

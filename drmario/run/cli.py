@@ -369,7 +369,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
     """Run the notebooks with papermill into a run directory: 01 round-0 data -> 02 training ->
-    03 analysis, then 04 self-play with the newest network -> 02 -> 03 for each further round.
+    03 analysis, then 04 self-play with the best network so far -> 02 -> 03 for each further round.
     Resumes an interrupted run; refuses a run directory made with other settings."""
     from drmario.run.pipeline import PipelineError, run_pipeline, step_done
 

@@ -201,17 +201,18 @@ class AnalysisNotebook(Settings):
 
 @dataclass(frozen=True)
 class NextRound(Settings):
-    """04_next_round: self-play with the newest network, the next round's training examples."""
+    """04_next_round: self-play with the best network so far (the newest its gate promoted), the next round's
+    training examples."""
 
     run_dir: str = setting("../runs/notebooks", RUN_DIR_DOC + "; the examples go to {run_dir}/round{round}")
-    round: int = setting(1, "this round, from 1: it plays with the network trained after round - 1", ge=1)
+    round: int = setting(1, "this round, from 1: it plays with the best network of the rounds before it", ge=1)
     selfplay: SelfPlayConfig = setting(
         SelfPlayConfig(
             search=SearchConfig(mode="puct", simulations=16),
             network="../runs/notebooks/train0/checkpoints/latest.pt",
             temperature_moves=8,
         ),
-        "the self-play with the network trained after round - 1 (the pipeline sets network)",
+        "the self-play with the best network so far (the pipeline sets network)",
     )
     show_examples: int = setting(2, "example positions drawn with their move targets", ge=0, le=64)
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)

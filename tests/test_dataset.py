@@ -254,9 +254,10 @@ def test_cache_remembers_skipped_lines(folder):
 
 def test_paths_globs_and_errors(folder):
     n_all = len(load_examples(folder, progress=False))
-    n_a = len(load_examples(folder / "a.jsonl", progress=False))
-    assert len(load_examples(str(folder / "*.jsonl*"), progress=False)) < n_all
-    assert len(load_examples(str(folder / "**" / "*.jsonl"), progress=False)) < n_all
+    n_a, n_b, n_c = (len(load_examples(folder / f, progress=False)) for f in ("a.jsonl", "b.jsonl.gz", "sub/c.jsonl"))
+    assert len(load_examples(str(folder / "*.jsonl*"), progress=False)) == n_a + n_b
+    assert len(load_examples(str(folder / "**" / "*.jsonl"), progress=False)) == n_a + n_c
+    assert n_a + n_b + n_c == n_all
     assert len(load_examples([folder / "a.jsonl", folder, folder / "a.jsonl"], progress=False)) == n_all
     assert n_a < n_all
     with pytest.raises(FileNotFoundError):
@@ -315,6 +316,35 @@ def test_empty_files(tmp_path):
     (tmp_path / "e.jsonl").write_text("")
     es = load_examples(tmp_path, progress=False)
     assert len(es) == 0 and es.dense_moves().shape == (0, 4, 8, 16)
+
+
+def test_a_file_cut_short_keeps_its_sidecar_games(folder, game_sets):
+    """The sidecar's games still hold for the lines a cut file has: no guessing from the countdown
+    (which splits a game whose durations skip, as playout cap randomisation's do)."""
+    target = folder / "a.jsonl"
+    lines = target.read_text().splitlines(keepends=True)
+    target.write_text("".join(lines[:-3]))
+    with pytest.raises(ExampleError, match="cut short"):
+        load_examples(target, progress=False, cache=False)
+    reports = []
+    with pytest.warns(UserWarning, match="3 examples missing"):
+        es = load_examples(target, progress=False, on_error="skip", reports=reports, cache=False)
+    assert reports[0].games_from == "sidecar"
+    sizes = [len(exs) for _, exs in game_sets[0]]
+    assert sizes[-1] > 3 and np.bincount(es.game).tolist() == [*sizes[:-1], sizes[-1] - 3]
+
+
+def test_a_file_longer_than_its_sidecar_says_so(folder):
+    target = folder / "a.jsonl"
+    lines = target.read_text().splitlines(keepends=True)
+    target.write_text("".join(lines + lines[:2]))
+    listed = len(lines)
+    with pytest.raises(
+        ExampleError, match=rf"a.jsonl:{listed + 1}: .*holds {listed + 2} examples, its sidecar lists {listed}"
+    ):
+        load_examples(target, progress=False, cache=False)
+    with pytest.warns(UserWarning, match=f"its sidecar lists {listed}"):
+        load_examples(target, progress=False, on_error="skip", cache=False)
 
 
 def test_sidecar_games_survive_blank_and_skipped_lines(folder, game_sets):

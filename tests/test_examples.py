@@ -1,5 +1,6 @@
 """Training examples: game examples, validation, JSON Lines files and colour augmentation."""
 
+import dataclasses
 import gzip
 import json
 import os
@@ -118,6 +119,15 @@ def test_game_examples_errors():
     record, targets = play_random(1234, 5, rng_seed=0)
     with pytest.raises(ValueError, match="targets for"):
         game_examples(record, targets[:-1])
+    # A record cut short and called a stalemate (no 20 pills without a clear): its replay ends unfinished.
+    cut = dataclasses.replace(record, moves=record.moves[:5], outcome="stalemate", pills_used=5)
+    cut = dataclasses.replace(cut, viruses_cleared=sum(r.viruses_cleared for _, _, r in cut.steps()))
+    with pytest.raises(ValueError, match="replay ends unfinished with .* but the record says stalemate"):
+        game_examples(cut, targets[:5])
+    ended = record.outcome
+    other = "won" if ended != "won" else "topped_out"
+    with pytest.raises(ValueError, match=f"replay ends {ended} .* the record says {other}"):
+        game_examples(dataclasses.replace(record, outcome=other), targets)
     bad = [t.copy() for t in targets]
     bad[2] = bad[2] * 2
     with pytest.raises(ExampleError, match="decision 2: moves: probabilities sum to 2"):

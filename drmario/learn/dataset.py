@@ -502,7 +502,8 @@ def _games_of(path: Path, decoded: Decoded, report: ReadReport, on_error: OnErro
             expected = np.cumsum(count) - count
             if not np.array_equal(first, expected) or (count < 0).any():
                 problem = f"{sidecar_path(path)}: the games table is not contiguous from line 0"
-            elif count.sum() != side.get("examples", count.sum()) or count.sum() != report.lines:
+            # a file cut short (on_error="skip": `ReadReport.missing`) keeps its table for the lines it has
+            elif count.sum() != side.get("examples", count.sum()) or count.sum() != report.lines + report.missing:
                 problem = (
                     f"{sidecar_path(path)}: the sidecar describes {int(count.sum())} examples, "
                     f"but {path} has {report.lines} non-blank lines of {lines}"

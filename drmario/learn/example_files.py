@@ -324,6 +324,11 @@ def decode_file(
         if on_error == "raise":
             detail = f"the file ends after {report.lines} of the {listed} examples its sidecar lists (cut short?)"
             raise ExampleError(f"{name}:{base + 1}", detail, name, base + 1)
+    elif listed is not None and report.lines > listed:
+        detail = f"the file holds {report.lines} examples, its sidecar lists {listed} (a sidecar of another write?)"
+        if on_error == "raise":
+            raise ExampleError(f"{name}:{listed + 1}", detail, name, listed + 1)
+        report.warnings.append(f"{name}: {detail}")
     return decoded, report
 
 

@@ -247,14 +247,15 @@ def game_examples(record: GameRecord, targets: Sequence[np.ndarray | None], *, s
     steps = list(record.steps())
     viruses = np.array([result.viruses_cleared for _, _, result in steps], np.int64)
     cleared = np.cumsum(viruses[::-1])[::-1]
+    final = steps[-1][0].copy() if n else record.new_game()  # (a copy: steps[-1][0] is the last example's)
     if n:
-        last = steps[-1][2]
-        ended = "won" if last.won else "topped_out" if last.topped_out else "stalemate"
-        if ended != record.outcome or int(viruses.sum()) != record.viruses_cleared:
-            raise ValueError(
-                f"{where}: replay ends {ended} with {int(viruses.sum())} viruses cleared, but the record says "
-                f"{record.outcome} with {record.viruses_cleared}"
-            )
+        record.play_move(final, n - 1)
+    ended = final.outcome.value if final.outcome else "unfinished"
+    if ended != record.outcome or int(viruses.sum()) != record.viruses_cleared:
+        raise ValueError(
+            f"{where}: replay ends {ended} with {int(viruses.sum())} viruses cleared, but the record says "
+            f"{record.outcome} with {record.viruses_cleared}"
+        )
     kept = [i for i in range(n) if targets[i] is not None]
     examples = []
     for i in kept:

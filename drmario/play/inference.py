@@ -33,7 +33,7 @@ from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
 from drmario.files import RunError, die_with_parent
 from drmario.learn.device import resolve_dtype
-from drmario.learn.encode import planes_torch
+from drmario.learn.encode import EXPERT_PLANES, planes_torch
 from drmario.learn.net import DrMarioNet, NetConfig
 from drmario.learn.player import Player
 from drmario.search.core import Prediction
@@ -121,7 +121,9 @@ class BatchedInference:
         self.cuda = self.device.type == "cuda"
         self.module = torch.compile(self.player.module) if compile else self.player.module
         self.buckets = sorted(buckets)
-        self.use_graphs = cuda_graphs and self.cuda
+        # No graph for the expert's planes: they are computed on the host (`encode._planes_gather`), a copy that
+        # a CUDA graph can neither capture nor replay with new boards.
+        self.use_graphs = cuda_graphs and self.cuda and self.player.config.planes != EXPERT_PLANES
         self.stats = InferenceStats()
         self._buffers: dict[tuple[int, int], dict] = {}
         self._next_slot = dict.fromkeys(self.buckets, 0)

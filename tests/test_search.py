@@ -546,6 +546,7 @@ def test_golden_root_tables():
     got = golden_tables()
     assert set(got) == set(want)
     for name in want:
+        assert got[name]["config"] == want[name]["config"], f"{name}: the settings changed; regenerate on purpose"
         assert got[name]["best"] == want[name]["best"], name
         for g_row, w_row in zip(got[name]["rows"], want[name]["rows"], strict=True):
             assert g_row[:4] == w_row[:4], (name, g_row, w_row)
@@ -635,3 +636,50 @@ def test_each_mode_is_given_exactly_the_settings_its_function_takes(mode):
     assert config.unread().get("puct") == (
         None if mode == "puct" else f"mode {mode!r} does not read it (mode puct's setting)"
     )
+
+
+# ---------------------------------------------------------------- checks before compiled code
+
+
+def test_argmax_ties_breaks_ties_evenly_and_skips_nan():
+    state = np.array([12345], np.uint64)
+    scores = np.array([0.5, 1e6, np.nan, 1e6 - 1e-10, -np.inf, 1e6])  # round 0's unvisited edges: 1e6
+    picks = np.bincount([K.argmax_ties(scores, 6, state) for _ in range(3000)], minlength=6)
+    assert picks[[0, 2, 4]].sum() == 0 and picks[[1, 3, 5]].min() > 900  # about 1,000 each
+    assert K.argmax_ties(np.array([np.nan, np.nan]), 2, state) == 0 and K.argmax_ties(scores, 0, state) == 0
+    assert K.argmax_ties(np.array([1.0, 2.0, 2.0 + 1e-6]), 3, state) == 2  # beyond the tolerance: no tie
+
+
+def test_round0_tries_unvisited_moves_in_random_order():
+    """Below the root, unvisited edges score alike, so the first move tried at a node is the seed's
+    choice, not the first listed (with 1e20 for unvisited, every node began at its edge 0)."""
+    probs = pill_distribution(None)
+    tree = plant([Position.of(dm.Game(8, 10))], [3], Utility().params, probs, (1024, 1 << 16, 1 << 12))
+    how = rollouts("random", None, None, probs)
+    tree = reserve(tree, 0, K.MAX_MOVES, K.MAX_MOVES)
+    active = np.ones(1, np.bool_)
+    evaluate_root(tree, active, 1, how)
+    for _ in range(10):
+        tree = reserve(tree, 16, 16 * K.MAX_MOVES, 16)
+        simulate(tree, active, 16, 1.0, how)
+    firsts = []  # the one visited edge of each node below the root visited once
+    for d in range(tree.used[0]):
+        start, n = tree.d_edge_start[d], tree.d_edge_count[d]
+        visited = np.flatnonzero(tree.e_visits[start : start + n]) if d != tree.root[0] and n > 1 else []
+        if len(visited) == 1:
+            firsts.append(int(visited[0]))
+    assert len(firsts) > 10 and np.mean(np.array(firsts) == 0) < 0.2
+
+
+def test_seeds_and_evaluator_answers_must_match_the_positions():
+    """The compiled code reads a seed per root and a row per leaf unchecked: both are checked first."""
+    positions = [Position.of(dm.Game(8, 10)), Position.of(dm.Game(16, 10))]
+    with pytest.raises(ValueError, match="1 seeds for 2 positions"):
+        puct_search(positions, [7], StubNetwork(), simulations=4)
+
+    class Short(StubNetwork):
+        def evaluate(self, cells, pills, previews):
+            return Prediction(*(a[:-1] for a in super().evaluate(cells, pills, previews)))
+
+    with pytest.raises(ValueError, match=r"answered 2 positions with outputs of shapes \[\(1,\)"):
+        puct_search(positions, [7, 8], Short(), simulations=4)

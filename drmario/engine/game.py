@@ -280,7 +280,7 @@ class Game:
 
     @property
     def next_pill(self) -> Pill:
-        """The preview: the pill after this one (search agents must not look at it)."""
+        """The preview: the pill after this one, which the player sees (rules.md: the NES shows it)."""
         return self.pills[self.pills_used + 1]
 
     @property

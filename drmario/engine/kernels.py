@@ -399,7 +399,9 @@ def rand_below(state, n):
 @njit(cache=True)
 def argmax_ties(scores, n, state):
     """Index of the largest of scores[:n], ties (within 1e-9) broken uniformly at random from
-    state (`rand_below`, nonzero); the one tie-breaking argmax of the compiled players and searches."""
+    state (`rand_below`, nonzero); the one tie-breaking argmax of the compiled players and searches.
+    NaN scores are never chosen (0 when all are NaN, or n is 0). The tolerance is absolute: equal
+    scores beyond about 1e7 (the expert's win and loss constants) do not tie, the first is taken."""
     best, choice, ties = -np.inf, 0, 0
     for j in range(n):
         s = scores[j]

@@ -90,6 +90,14 @@ class Prediction(NamedTuple):
     moves: np.ndarray  # float32[N, 4, 8, 16] move probabilities
 
 
+def check_prediction(prediction: Prediction, n: int) -> None:
+    """ValueError unless an evaluator's answer holds the four outputs for n positions."""
+    want = [(n,), (n,), (n,), (n, *MOVES_SHAPE)]
+    got = [np.shape(a) for a in prediction]
+    if got != want:
+        raise ValueError(f"the evaluator answered {n} positions with outputs of shapes {got}; expected {want}")
+
+
 class Leaves(NamedTuple):
     """Positions a search asks to be evaluated, N of them."""
 

@@ -39,7 +39,17 @@ import numpy as np
 from numba import njit
 
 from drmario.engine import kernels as K
-from drmario.search.core import Evaluator, Leaves, Position, Prediction, SearchResult, Steps, pill_distribution, run
+from drmario.search.core import (
+    Evaluator,
+    Leaves,
+    Position,
+    Prediction,
+    SearchResult,
+    Steps,
+    check_prediction,
+    pill_distribution,
+    run,
+)
 from drmario.search.tree import (
     MAX_DEPTH,
     NONE,
@@ -331,7 +341,9 @@ def _step(tree: Tree, sel: Selection, halving: np.ndarray | None = None) -> Gene
     tree = reserve(tree, games, games * K.MAX_MOVES, games)
     active = np.ones(games, np.bool_)
     if descend(tree, active, sel, np.zeros(games, np.int32) if halving is None else halving):
-        prediction: Prediction = yield pending_leaves(tree)
+        leaves = pending_leaves(tree)
+        prediction: Prediction = yield leaves
+        check_prediction(prediction, len(leaves.cells))  # the compiled backup reads it unchecked
         expand_and_backup(tree, *(np.ascontiguousarray(a, np.float32) for a in prediction))
     return tree
 

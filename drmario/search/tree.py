@@ -63,7 +63,7 @@ class Tree(NamedTuple):
     d_edge_count: np.ndarray  # int32[D] (UNEXPANDED: not yet)
     d_visits: np.ndarray  # int32[D]
     d_wsum: np.ndarray  # float32[D] sum of the values backed up through the node
-    d_value: np.ndarray  # float32[D] the node's own evaluation (network or first rollout)
+    d_value: np.ndarray  # float32[D] the node's own evaluation by the network (round 0 leaves it 0)
     # edges [E]
     e_move: np.ndarray  # int8[E, 3] (r, x, y)
     e_prior: np.ndarray  # float32[E]
@@ -397,6 +397,8 @@ def plant(
     reachable moves at the root (`core.legal_mask_of`); below the root the tree is timing-free."""
     check_positions(positions)
     g = len(positions)
+    if len(seeds) != g:  # the compiled code reads a seed per root, unchecked
+        raise ValueError(f"{len(seeds)} seeds for {g} positions: one per position")
     tree = new_tree(g, sizes, uparams, probs, positions[0].stall_limit if positions else None)
     tree = reserve(tree, g, 0, 0)
     cells = np.stack([pos.cells for pos in positions]) if g else np.zeros((0, K.WIDTH, K.HEIGHT), np.uint8)

@@ -16,7 +16,8 @@ Why P = k * V: the value of a win then depends on p only through p / V, the pill
 fixed P (it was 20) made a pill at level 20 (p around 160) worth 0.0005, below the noise of a value
 head, while the same efficiency gain at level 5 was worth four times as much; with P = k * V an
 efficiency gain (pills per virus saved) is worth the same at every level, and k = 2, about the
-expert's pills per virus, puts a typical win at s = 1/2 where s changes fastest per pill per virus.
+expert's pills per virus, puts a typical win at s = 1/2, where s changes fastest per relative change in
+pills (ds / d ln p = s (1 - s)).
 
 The option **centred** (KataGo's dynamic score utility, Wu 2019) keeps the failure form and
 values a win by how its pills compare with the pills the root is expected to need (the centre E: the
@@ -24,15 +25,15 @@ network's prediction at the root; k * V without a network):
 
 - a win:        WIN_FLOOR + (1 - WIN_FLOOR) * (1/2 - atan((p - E) / w) / pi),   w = width * sqrt(V)
 
-Why: with P = k * V a pill at level 20 is still worth only about 0.0006 (the slope of s is at most
-1 / (4 P)), less than a 1% difference in the predicted P(win) of two moves, which is the value
-head's noise; so the search kept the prior's moves and saved no pills. Centred on what the root
-expects, the utility is steepest where the candidate moves' pills actually lie; w grows like the
-spread of a game's remaining pills (a sum of roughly independent costs per virus, so like sqrt(V)).
-Measured with the shipped network and 100 simulations at level 20, it saves pills where it wins
-(0.25 pills per virus on 50 tuning games; 0.13 on 100 evaluation games, not significant) but runs
-into more end games it cannot finish (5 of 100 evaluation games at the pill cap, against 2), so it
-is an option, not the default.
+Why: with P = k * V a pill at level 20 is still worth only about 0.0006 (the slope of s, P / (p + P)^2, is 1 /
+(4 P) at p = P and less beyond, where a level's wins lie), less than a 1% difference in the predicted P(win)
+of two moves, which is the value head's noise; so the search kept the prior's moves and saved no pills.
+Centred on what the root expects, the utility is steepest where the candidate moves' pills actually lie; w
+grows like the spread of a game's remaining pills (a sum of roughly independent costs per virus, so like
+sqrt(V)). Measured with the shipped network and 100 simulations at level 20, it saves pills where it wins
+(0.25 pills per virus on 50 tuning games; 0.13 on 100 evaluation games, not significant) but runs into more
+end games it cannot finish (5 of 100 evaluation games at the pill cap, against 2), so it is an option, not the
+default.
 
 The option **discounted** (the value idea of design note 002) is gamma ** p for a win and 0
 otherwise. With a network the utility is its expectation under the predicted P(win) = (won + 1) / 2,
@@ -148,6 +149,9 @@ def utility(up, cleared, pills, outcome, root_left, centre=-1.0):
 @njit(cache=True, inline="always")
 def expected_utility(up, cleared, pills, p_win, root_left, centre=-1.0):
     """The utility with the game's end uncertain: p_win the probability it ends in a win (the
-    network's won output mapped from [-1, 1] to [0, 1]); cleared and pills its predicted totals."""
+    network's won output mapped from [-1, 1] to [0, 1]); cleared and pills its predicted totals.
+    Those are means over won and lost futures alike, where each branch wants its own (the pills of a
+    win; the viruses and pills of a loss): a position whose losses come early reads as needing fewer
+    pills to win. Heads conditioned on the outcome would remove that bias (not built; not measured)."""
     win = win_value(up, pills, root_left, centre)
     return p_win * win + (1.0 - p_win) * failure_value(up, cleared, pills, root_left)

@@ -153,3 +153,15 @@ def executed_without_errors(path: Path) -> None:
             streams = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
             warnings = re.findall(r"^.*\b\w*Warning: .*$", streams, re.M)
             assert not warnings, f"{path.name} cell {i}: {warnings}"
+
+
+# How numpy and Python begin a ValueError where a check of the kit's was missing: naming nothing.
+GENERIC = re.compile(
+    r"(The )?truth value of an array|setting an array element with a sequence|invalid literal for int\(\)|could "
+    r"not convert|cannot convert float|operands could not be broadcast|cannot reshape array|Expecting .*: line \d+"
+)
+
+
+def assert_kit_message(e: ValueError) -> None:
+    """A message that begins with what the kit checked (it may go on with numpy's words)."""
+    assert str(e) and not GENERIC.match(str(e)), f"a bare {type(e).__name__} from deep inside: {e}"

@@ -51,11 +51,10 @@ def test_agents_choose_legal_moves_and_games_replay(agent):
     specs = [GameSpec(i, 1000 + i, level) for i, level in enumerate([0, 3, 6])]
     records = play_lockstep(agent, specs, lockstep=2, base_seed=5, max_pills=40)
     assert [r.meta["index"] for r in records] == [0, 1, 2]
-    for record in records:
-        game = dm.GameRecord.from_json(record.to_json()).replay() if record.outcome else None
+    for record in records:  # replay checks the outcome (None at the pill cap), viruses cleared and pills
+        game = dm.GameRecord.from_json(record.to_json()).replay()
         assert record.pills_used == len(record.moves) <= 40
-        if game is not None:
-            assert game.over
+        assert game.over == (record.outcome is not None) and (game.over or record.pills_used == 40)
     again = play_lockstep(agent, specs, lockstep=3, base_seed=5, max_pills=40)
     assert [r.moves for r in again] == [r.moves for r in records]  # seeds per decision, not per slot
 

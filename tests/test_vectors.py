@@ -2,8 +2,11 @@
 
 from collections import defaultdict
 
+import numpy as np
+
 import drmario as dm
 from drmario.engine.level import viruses_only
+from drmario.engine.nes_timing import place_and_resolve_rounds
 
 
 def test_levels(level_vectors):
@@ -41,6 +44,22 @@ def test_placements(placement_vectors):
         assert got == (v["viruses_cleared"], v["cells_cleared"], v["clear_rounds"], v["won"], v["lost"]), where
         assert after.virus_count == v["viruses_remaining"], where
         assert result.cells_cleared == sum(rd["cells"] for rd in v["rounds"])
+
+
+def test_each_clear_round(placement_vectors):
+    """Every clear round of a placement: its viruses and how far the pieces then fall."""
+    checked = 0
+    for v in placement_vectors:
+        board, pill = dm.Board.from_string(v["board_before"]), dm.Pill.from_string(v["pill"])
+        x, y, r = v["placement"]
+        rounds = np.zeros((len(v["rounds"]) + 1, 3), np.int64)
+        *_, n = place_and_resolve_rounds(board.cells.copy(), pill.left, pill.right, r, x, y, rounds)
+        where = f"game {v['game']} pill {v['pill_index']}"
+        assert n == len(v["rounds"]), where
+        got = [(int(hor + ver), int(fall)) for hor, ver, fall in rounds[:n]]
+        assert got == [(rd["viruses"], rd["rows_fallen_after"]) for rd in v["rounds"]], where
+        checked += n > 0
+    assert checked == 250
 
 
 def test_whole_games_replay(placement_vectors):

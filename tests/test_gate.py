@@ -7,11 +7,12 @@ import pytest
 
 from drmario.engine.game import GameRecord
 from drmario.engine.level import EVALUATION_SEEDS, GATING_SEEDS, SELFPLAY_SEEDS
-from drmario.files import file_sha256
+from drmario.files import file_sha256, played_network
 from drmario.play.gate import GateConfig, bootstrap_interval, compare, mcnemar_fewer_p, mcnemar_p, sign_flip_p
 from drmario.run.rounds import (
     GATE_FILE,
     best_checkpoint,
+    best_network_before,
     best_round,
     checkpoint_path,
     clear_stale_refit,
@@ -19,6 +20,7 @@ from drmario.run.rounds import (
     in_run,
     ppv_interval,
     round_of,
+    stale_refit,
     train_dir,
     values_dir,
 )
@@ -236,12 +238,13 @@ def test_best_round_reads_the_gates(tmp_path):
     network.parent.mkdir(parents=True)
     network.write_bytes(b"weights")
     (train_dir(tmp_path, 1) / GATE_FILE).write_text(json.dumps({"promoted": True, "sha256": file_sha256(network)}))
-    assert best_round(tmp_path, 3) == 1
+    assert best_round(tmp_path, 3) == 1 and best_network_before(tmp_path, 3) == network.resolve()
     network.write_bytes(b"weights trained again")
-    assert best_round(tmp_path, 3) == 0
+    assert best_round(tmp_path, 3) == 0 and best_network_before(tmp_path, 3) is None  # round 0's file: none here
     (train_dir(tmp_path, 0) / GATE_FILE).unlink()  # and no round left promoted: said, not round 2's network
     with pytest.raises(ValueError, match="no round before 3 stands promoted by its gate"):
         best_checkpoint(tmp_path, 3)
+    assert best_network_before(tmp_path, 3) is None
 
 
 def test_every_round_plays_the_same_evaluation_games(tmp_path):
@@ -301,11 +304,20 @@ def test_a_rounds_network_is_its_values_refit_once_there_is_one(tmp_path):
     # 02 without a refit would leave this one the round's network: refused
     with pytest.raises(ValueError, match="holds a values refit, the round's network, but value_steps = 0"):
         clear_stale_refit(tmp_path, 3, refitting=False)
-    assert not clear_stale_refit(tmp_path, 3, refitting=True)  # newer than the training's: kept
+    assert not stale_refit(tmp_path, 3)  # no record of its start (an older refit): newer than the training's
     later = refit.stat().st_mtime_ns + 10**9
-    os.utime(trained, ns=(later, later))  # the training went on after the refit
+    os.utime(trained, ns=(later, later))  # the training went on after the refit (a refit from before its record)
     assert clear_stale_refit(tmp_path, 3, refitting=True)
-    assert not values_dir(tmp_path, 3).exists() and checkpoint_path(tmp_path, 3) == trained
+    assert checkpoint_path(tmp_path, 3) == trained
+    # the refit begun now records the weights it starts from, and file times no longer decide
+    assert played_network(values_dir(tmp_path, 3))["sha256"] == file_sha256(trained)
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), refit)
+    os.utime(refit, ns=(later - 10**9, later - 10**9))  # older than the training's file (a copied run)
+    assert not stale_refit(tmp_path, 3) and not clear_stale_refit(tmp_path, 3, refitting=True)
+    save_net(DrMarioNet(NetConfig(filters=8, blocks=1)), trained)  # retrained: other weights
+    os.utime(trained, ns=(later - 2 * 10**9, later - 2 * 10**9))  # older than the refit's file
+    assert stale_refit(tmp_path, 3) and clear_stale_refit(tmp_path, 3, refitting=True)
+    assert not refit.exists() and played_network(values_dir(tmp_path, 3))["sha256"] == file_sha256(trained)
 
 
 def test_a_gate_is_played_again_for_another_network_of_the_round(tmp_path):

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from drmario.engine.game import GameRecord
-from drmario.files import file_sha256, holds_weights, write_atomic
+from drmario.files import file_sha256, holds_weights, played_network, record_network, write_atomic
 from drmario.play.agents import Agent
 from drmario.play.arena import EvalConfig, arena, summarize
 from drmario.play.gate import GateConfig, compare, play_gate
@@ -79,10 +79,10 @@ def checkpoint_path(run_dir: str | Path, round: int) -> Path:
 
 
 def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
-    """Before 02 refits round `round`'s values: remove a refit older than the training's checkpoint
-    (the training went on after it, so it refits weights that are gone; it is made again) and
-    return whether one was removed. Without refitting, a refit there would stay the round's
-    network (`checkpoint_path`): ValueError saying so."""
+    """Before 02 refits round `round`'s values: remove a refit of other weights than the training's
+    checkpoint holds (the training went on after it; it is made again), record the weights the refit
+    starts from (values/network.json), and return whether one was removed. Without refitting, a refit
+    there would stay the round's network (`checkpoint_path`): ValueError saying so."""
     refit = values_dir(run_dir, round)
     if not refitting:
         if refit_checkpoint(run_dir, round).is_file():
@@ -90,17 +90,31 @@ def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
                 f"{refit} holds a values refit, the round's network, but value_steps = 0: delete that folder, or refit"
             )
         return False
-    if stale_refit(run_dir, round):
+    removed = stale_refit(run_dir, round) or _refit_record_differs(run_dir, round)
+    if removed:
         shutil.rmtree(refit)
-        return True
-    return False
+    if played_network(refit) is None:
+        refit.mkdir(parents=True, exist_ok=True)
+        record_network(refit, trained_checkpoint(run_dir, round))
+    return removed
+
+
+def _refit_record_differs(run_dir: str | Path, round: int) -> bool:
+    record, trained = played_network(values_dir(run_dir, round)), trained_checkpoint(run_dir, round)
+    return record is not None and trained.is_file() and not holds_weights(trained, record)
 
 
 def stale_refit(run_dir: str | Path, round: int) -> bool:
-    """Whether round `round` has a values refit older than its training's checkpoint: the training went
-    on after it (02 run again with more steps), so the refit is of weights that are gone."""
+    """Whether round `round` has a values refit of other weights than its training's checkpoint holds:
+    the training went on after it (02 run again with more steps), so the refit is of weights that are
+    gone. Judged by the sha256 the refit recorded of its start (values/network.json); a refit from
+    before that record, by file times (which a copy of the run may reorder)."""
     refit, trained = refit_checkpoint(run_dir, round), trained_checkpoint(run_dir, round)
-    return refit.is_file() and trained.is_file() and refit.stat().st_mtime_ns < trained.stat().st_mtime_ns
+    if not (refit.is_file() and trained.is_file()):
+        return False
+    if played_network(values_dir(run_dir, round)) is not None:
+        return _refit_record_differs(run_dir, round)
+    return refit.stat().st_mtime_ns < trained.stat().st_mtime_ns
 
 
 def in_run(checkpoint: str | Path) -> str:
@@ -159,6 +173,16 @@ def best_checkpoint(run_dir: str | Path, before: int) -> Path:
             "record deleted, or the network retrained since): run that round's 02 again to gate it"
         )
     return checkpoint_path(run_dir, before - 1 if best is None else best)
+
+
+def best_network_before(run_dir: str | Path, round: int) -> Path | None:
+    """`best_checkpoint`'s file, resolved, where the run has one (None: no such round or file yet, or no
+    round stands promoted): what the pipeline's 04 of round `round` plays."""
+    try:
+        best = best_checkpoint(run_dir, round)
+    except ValueError:
+        return None
+    return best.resolve() if best.is_file() else None
 
 
 def run_best_checkpoint(run_dir: str | Path) -> Path:

@@ -147,6 +147,9 @@ def test_a_profile_is_checked_against_what_its_notebooks_run_with(tmp_path):
         R.check_profile(profile, devices=False)
     fixed = R.apply_overrides(profile, ["analysis.calibration_agents=[net-mcts-16]"])
     R.check_profile(fixed, devices=False)
+    # 03's replayed game is checked here too, not after 01's and 02's work (the ci profile plays 12 games)
+    with pytest.raises(SettingsError, match=r"analysis\.replay_game = 12: expected < 12, the games played"):
+        R.check_profile(R.apply_overrides(P.load_profile("ci"), ["analysis.replay_game=12"]), devices=False)
     assert R.unread_settings(fixed) == ["next_round.c_puct = 2: mode 'gumbel' does not read it (mode puct's setting)"]
     assert R.section_values(fixed, "next_round")["mode"] == R.notebook_values("04_next_round")["mode"] == "gumbel"
 

@@ -95,11 +95,15 @@ def test_headless_chromium_offline_sees_the_pictures(exported):
 
 def test_the_static_copy_hides_where_the_widget_is_drawn(exported):
     """Where the widget scripts do run (Jupyter, an export online), the copy is hidden: shown here by
-    a drawn widget's class put into each widget output, then counting in Chromium as above."""
+    a drawn widget's class put into each widget output, then counting in Chromium as above. Without
+    Chromium, only that the hiding rule travels with each static copy."""
+    from drmario.viz.views import _HIDE_WHEN_DRAWN
+
+    _, html = exported
+    assert html.count(f"<style>{_HIDE_WHEN_DRAWN}</style>") == 3  # one per widget output's copy
     chromium = offline.find_chromium()
     if chromium is None:
         pytest.skip(f"no Chromium binary found (looked for $CHROMIUM and {', '.join(offline.CHROMIUM_NAMES)})")
-    _, html = exported
     drawn = html.replace(
         '<script type="application/vnd.jupyter.widget-view+json">',
         '<div class="widget-box" style="height: 10px"></div><script type="application/vnd.jupyter.widget-view+json">',

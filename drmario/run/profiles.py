@@ -196,6 +196,9 @@ class AnalysisNotebook(Settings):
         missing = [a for a in self.calibration_agents if agent_name(a) not in names]
         if missing:
             problems.append(f"calibration_agents = {self.calibration_agents}: {missing} are not among the agents")
+        games = len(self.evaluation.games())
+        if self.replay_game >= games:
+            problems.append(f"replay_game = {self.replay_game}: expected < {games}, the games played (-1: the longest)")
         return problems
 
 

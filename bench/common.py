@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from drmario.files import write_atomic
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results"
 
@@ -96,9 +98,7 @@ def report(name: str, settings: dict, figures: dict, targets: dict | None = None
             print(f"  {key:<{width}}  {shown}{target}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}-{machine_slug(info)}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(result, indent=2) + "\n")
     if echo:
         print(f"  -> {path}")
     return path

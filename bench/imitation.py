@@ -62,7 +62,10 @@ def teacher_data(
     )
     try:
         generate(cfg, folder, progress=True)
-    except ValueError:  # other settings in the folder: start again
+    except ValueError as e:  # other settings in the folder: start again (any other problem is raised)
+        if "holds other settings" not in str(e):
+            raise
+        print(f"{e}: its games are made again")
         shutil.rmtree(folder)
         generate(cfg, folder, progress=True)
     return load_examples(folder / "examples", progress=False)

@@ -143,7 +143,8 @@ def paired(frames: pd.DataFrame, new: str, old: str) -> dict:
 
 def summary(names: list[str], labels: dict[str, str]) -> None:
     slug = machine_slug(machine_info())
-    frames = pd.concat([pd.read_csv(RESULTS / f"{n}-{slug}.csv") for n in names]).drop_duplicates(["agent", "seed"])
+    frames = pd.concat([pd.read_csv(RESULTS / f"{n}-{slug}.csv") for n in names])
+    frames = frames.drop_duplicates(["agent", "seed", "level"])  # a game is its seed and level
     kinds, _, tails = frames.agent.str.partition(" ").T.to_numpy()
     frames["agent"] = [f"{k} {labels.get(t, t)}".strip() for k, t in zip(kinds, tails)]
     agents = list(dict.fromkeys(frames.agent))

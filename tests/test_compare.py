@@ -268,6 +268,10 @@ def test_export_writes_the_best_rounds_network_and_its_card(runs, tmp_path):
     assert load_net(tmp_path / "nets" / "mine.pt").cfg.filters == 8
     with pytest.raises(FileNotFoundError, match="no card"):
         export.read_card(run / "train0" / "checkpoints" / "latest.pt")
+    (tmp_path / "nets" / "swapped.pt").write_bytes(trained.read_bytes())  # a network beside another's card
+    (tmp_path / "nets" / "swapped.json").write_bytes((tmp_path / "nets" / "mine.json").read_bytes())
+    with pytest.raises(ValueError, match=r"swapped.json is of other weights than .*swapped.pt holds"):
+        export.read_card(tmp_path / "nets" / "swapped.pt")
     with pytest.raises(ValueError, match="no analysed round"):
         export.shipped_round(tmp_path)
     # with gates, the newest promoted round is shipped whatever the arena says, and the card has the gates

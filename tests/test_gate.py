@@ -19,6 +19,7 @@ from drmario.run.rounds import (
     gate_round,
     in_run,
     ppv_interval,
+    read_gate,
     round_of,
     stale_refit,
     train_dir,
@@ -354,6 +355,11 @@ def test_a_round_is_compared_on_the_same_games_whatever_the_rule(tmp_path):
     assert second["against"] == 0 and second["config"]["rule"] == "wins-first" and second["games"] == 2
     with pytest.raises(ValueError, match="the same gating games"):
         gate_round(tmp_path, 2, cfg.replace(games_per_level=3), log=lambda _: None)
+    assert not (train_dir(tmp_path, 2) / "gate_games.jsonl").exists()  # refused before playing or writing
+    # a record is never left beside games of another gate: round 1 gated anew drops its record first
+    (train_dir(tmp_path, 1) / "gate_games.jsonl").unlink()
+    gate_round(tmp_path, 1, cfg, log=lambda _: None)
+    assert read_gate(tmp_path, 1)["config"]["rule"] == cfg.rule
 
 
 def test_ppv_interval_is_the_95_percent_bootstrap_of_pills_over_viruses():

@@ -126,8 +126,12 @@ def export_network(run_dir: PathLike, out: PathLike, round: int | None = None) -
 
 
 def read_card(network: PathLike) -> dict[str, Any]:
-    """The card of an exported network (FileNotFoundError naming the missing card)."""
+    """The card of an exported network (FileNotFoundError naming the missing card; ValueError where the
+    card is of other weights, as after an export interrupted between the network and its card)."""
     path = card_path(network)
     if not path.is_file():
         raise FileNotFoundError(f"no card {path} beside the network {network} (python -m drmario export writes both)")
-    return json.loads(path.read_text())
+    card = json.loads(path.read_text())
+    if not holds_weights(network, card):
+        raise ValueError(f"the card {path} is of other weights than {network} holds (sha256): export the network again")
+    return card

@@ -207,10 +207,19 @@ def gate_round(
         and done.get("sha256", digest) == digest  # (records from before the digest: by path)
     ):
         return done
+    best = best_round(run_dir, round)
+    if best is not None:
+        against = (read_gate(run_dir, best) or {}).get("config") or {}
+        games = cfg.games_settings()
+        if {k: against.get(k) for k in games} != games:
+            raise ValueError(
+                f"round {best}'s network was gated with other settings ({against}); "
+                "a paired comparison needs the same gating games: use the same gate settings in a run"
+            )
     agent = make_agent(cfg.agent, network=network, device=device)
     records = play_gate(agent, cfg)
+    (folder / GATE_FILE).unlink(missing_ok=True)  # no record beside games it was not made of
     write_atomic(folder / GATE_GAMES, "".join(r.to_json() + "\n" for r in records))
-    best = best_round(run_dir, round)
     entry: dict[str, Any] = {
         "round": round,
         "network": in_run(network),
@@ -223,13 +232,6 @@ def gate_round(
         entry.update(promoted=True, reason="the first network: nothing to beat", wins=wins, games=len(records))
         entry["new_cleared"] = float(np.round(np.mean([r.cleared_share for r in records]), 6))
     else:
-        against = (read_gate(run_dir, best) or {}).get("config") or {}
-        games = cfg.games_settings()
-        if {k: against.get(k) for k in games} != games:
-            raise ValueError(
-                f"round {best}'s network was gated with other settings ({against}); "
-                "a paired comparison needs the same gating games: use the same gate settings in a run"
-            )
         against_games = train_dir(run_dir, best) / GATE_GAMES
         try:
             result = compare(records, GameRecord.read_file(against_games), cfg.alpha, cfg.rule)

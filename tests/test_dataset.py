@@ -362,3 +362,18 @@ def test_sidecar_games_survive_blank_and_skipped_lines(folder, game_sets):
     want = [ex for _, exs in game_sets[0] for ex in exs]
     del want[5]
     assert es.duration.tolist() == [ex.duration for ex in want]
+
+
+def test_target_spread_counts_a_same_colour_placement_once():
+    pills = np.array([[1, 1], [1, 2]], np.uint8)
+    moves = np.zeros((2, 4, 8, 16), np.float32)
+    moves[0, 0, 3, 0] = moves[0, 2, 3, 0] = 0.5  # a same-colour pill: one placement, its two slots
+    moves[1, 0, 3, 0], moves[1, 1, 5, 0] = 0.75, 0.25
+    ones = np.ones(2, np.int64)
+    es = ExampleSet.from_dense(np.zeros((2, 8, 16), np.uint8), pills, ones, 0 * ones, ones, moves, np.arange(2))
+    spread = dataset.target_spread(es)
+    assert spread["placements with mass"].tolist() == [1, 2]
+    assert np.allclose(spread["top placement share"], [1.0, 0.75])
+    one = es.example(1)
+    assert str(one.pill) == str(dm.Pill(1, 2)) and one.preview is None and one.moves[1, 5, 0] == 0.25
+    assert one.board == dm.Board(np.zeros((8, 16), np.uint8)) and (one.won, one.cleared, one.duration) == (1, 0, 1)

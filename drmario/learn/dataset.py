@@ -48,12 +48,13 @@ import numpy as np
 import torch
 
 from drmario.engine import kernels as K
+from drmario.engine.board import Board, Colour, Pill
 from drmario.engine.rules import MOVES_SHAPE, N_MOVES
 from drmario.files import atomic_file, file_sha256
 from drmario.learn.encode import N_PLANES, planes_torch
 from drmario.learn.example_decoding import Decoded
 from drmario.learn.example_files import OnError, ReadReport, decode_file, infer_games, read_sidecar, sidecar_path
-from drmario.learn.examples import COLOUR_PERMUTATIONS, ExampleError, colour_table
+from drmario.learn.examples import COLOUR_PERMUTATIONS, Example, ExampleError, colour_table
 
 CACHE_SUFFIX = ".cache.npz"
 # The code that shapes a cache: parsing and validation, game ids, compaction, and what they use of
@@ -181,6 +182,13 @@ class ExampleSet:
             held &= keys != keys.max()
         is_test = np.isin(self.game, games[held])
         return self.subset(np.nonzero(~is_test)[0]), self.subset(np.nonzero(is_test)[0])
+
+    def example(self, i: int) -> Example:
+        """Example i as an `Example` (its moves target dense): one position to draw or inspect."""
+        preview = Pill(*map(Colour, self.previews[i])) if self.previews[i, 0] else None
+        moves = self.subset(np.array([i])).dense_moves()[0]
+        board, pill = Board(self.cells[i].copy()), Pill(*map(Colour, self.pills[i]))
+        return Example(board, pill, self.won[i], self.cleared[i], self.duration[i], moves, preview)
 
     def dense_moves(self) -> np.ndarray:
         """float32[N, 4, 8, 16] moves targets (for analysis; training densifies on the device)."""
@@ -354,6 +362,19 @@ def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:
     pos = np.minimum(pos + copy, len(order) - 1)  # the later key's copy of the same number, if any
     found = (ranked[pos] == key - n) & (duration >= n)
     return np.where(found, order[pos], -1)
+
+
+def target_spread(es: ExampleSet) -> dict[str, np.ndarray]:
+    """How sharp each example's moves target is: the placements it gives mass to, and the top one's
+    share. A same-colour pill's placement has two slots, rotations r and r + 2 (`symmetrize` splits its
+    mass between them): counted once, with both halves."""
+    same = es.pills[:, 0] == es.pills[:, 1]
+    mirrored = same[:, None] & (es.move_index // (K.WIDTH * K.HEIGHT) >= 2)
+    counted = (es.move_prob > 0) & ~mirrored
+    mass = np.where(same[:, None], 2, 1) * np.where(counted, es.move_prob, 0)
+    total = es.move_prob.sum(axis=1)
+    top = np.divide(mass.max(axis=1, initial=0), total, out=np.zeros(len(es), np.float32), where=total > 0)
+    return {"placements with mass": counted.sum(axis=1), "top placement share": top}
 
 
 def augment_colours(examples: ExampleSet, permutations: Sequence[Sequence[int]] = COLOUR_PERMUTATIONS) -> ExampleSet:

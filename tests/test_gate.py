@@ -356,10 +356,12 @@ def test_a_round_is_compared_on_the_same_games_whatever_the_rule(tmp_path):
     with pytest.raises(ValueError, match="the same gating games"):
         gate_round(tmp_path, 2, cfg.replace(games_per_level=3), log=lambda _: None)
     assert not (train_dir(tmp_path, 2) / "gate_games.jsonl").exists()  # refused before playing or writing
-    # a record is never left beside games of another gate: round 1 gated anew drops its record first
-    (train_dir(tmp_path, 1) / "gate_games.jsonl").unlink()
-    gate_round(tmp_path, 1, cfg, log=lambda _: None)
-    assert read_gate(tmp_path, 1)["config"]["rule"] == cfg.rule
+    # a record is never left beside games of another gate: round 1 gated anew drops its record before its
+    # games are written (here the comparison then fails: round 0's games file is damaged)
+    (train_dir(tmp_path, 0) / "gate_games.jsonl").write_text("not a game\n")
+    with pytest.raises(ValueError, match="round 1's gating games against"):
+        gate_round(tmp_path, 1, cfg, log=lambda _: None)
+    assert read_gate(tmp_path, 1) is None
 
 
 def test_ppv_interval_is_the_95_percent_bootstrap_of_pills_over_viruses():

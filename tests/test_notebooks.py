@@ -379,7 +379,8 @@ def test_a_round_whose_training_went_on_after_its_refit_is_not_done(tmp_path):
     os.utime(trained, (3e9, 3e9))  # 02 run again with more steps, stopped before its refit
     assert (
         P.step_problem(train)
-        == "its values refit train0/values/checkpoints/latest.pt is older than its training's network"
+        == "its values refit train0/values/checkpoints/latest.pt is of other weights than its training's network "
+        "(or older, from before its record)"
     )
 
 

@@ -371,7 +371,7 @@ def target_spread(es: ExampleSet) -> dict[str, np.ndarray]:
     same = es.pills[:, 0] == es.pills[:, 1]
     mirrored = same[:, None] & (es.move_index // (K.WIDTH * K.HEIGHT) >= 2)
     counted = (es.move_prob > 0) & ~mirrored
-    mass = np.where(same[:, None], 2, 1) * np.where(counted, es.move_prob, 0)
+    mass = np.where(same[:, None], np.float32(2), np.float32(1)) * np.where(counted, es.move_prob, np.float32(0))
     total = es.move_prob.sum(axis=1)
     top = np.divide(mass.max(axis=1, initial=0), total, out=np.zeros(len(es), np.float32), where=total > 0)
     return {"placements with mass": counted.sum(axis=1), "top placement share": top}

@@ -132,6 +132,8 @@ def read_card(network: PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"no card {path} beside the network {network} (python -m drmario export writes both)")
     card = json.loads(path.read_text())
+    if not Path(network).is_file():
+        raise FileNotFoundError(f"no network {network} beside its card {path}")
     if not holds_weights(network, card):
         raise ValueError(f"the card {path} is of other weights than {network} holds (sha256): export the network again")
     return card

@@ -265,7 +265,9 @@ def step_problem(step: Step) -> str | None:
         problems = [p for p in (run_problem(examples.parent) for examples in step.products) if p is not None]
         return f"its self-play is incomplete: {'; '.join(problems)}" if problems else None
     if stale_refit(run_dir, step.round):  # 02: its training went on after the values were refitted
-        return f"its values refit {in_run(refit_checkpoint(run_dir, step.round))} is older than its training's network"
+        refit = in_run(refit_checkpoint(run_dir, step.round))
+        other = "is of other weights than its training's network (or older, from before its record)"
+        return f"its values refit {refit} {other}"
     for path in step.products:
         if path.suffix == ".json":  # the training result and the gate's record: whole JSON objects
             try:

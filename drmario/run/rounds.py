@@ -90,18 +90,17 @@ def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
                 f"{refit} holds a values refit, the round's network, but value_steps = 0: delete that folder, or refit"
             )
         return False
-    removed = stale_refit(run_dir, round) or _refit_record_differs(run_dir, round)
+    record, trained = played_network(refit), trained_checkpoint(run_dir, round)
+    if record is not None:  # a refit begun or done since the record (a begun one has no checkpoint yet)
+        removed = trained.is_file() and not holds_weights(trained, record)
+    else:
+        removed = stale_refit(run_dir, round)
     if removed:
         shutil.rmtree(refit)
-    if played_network(refit) is None:
+    if not refit_checkpoint(run_dir, round).is_file():  # a refit about to begin: record what it starts from
         refit.mkdir(parents=True, exist_ok=True)
-        record_network(refit, trained_checkpoint(run_dir, round))
+        record_network(refit, trained)
     return removed
-
-
-def _refit_record_differs(run_dir: str | Path, round: int) -> bool:
-    record, trained = played_network(values_dir(run_dir, round)), trained_checkpoint(run_dir, round)
-    return record is not None and trained.is_file() and not holds_weights(trained, record)
 
 
 def stale_refit(run_dir: str | Path, round: int) -> bool:
@@ -112,8 +111,9 @@ def stale_refit(run_dir: str | Path, round: int) -> bool:
     refit, trained = refit_checkpoint(run_dir, round), trained_checkpoint(run_dir, round)
     if not (refit.is_file() and trained.is_file()):
         return False
-    if played_network(values_dir(run_dir, round)) is not None:
-        return _refit_record_differs(run_dir, round)
+    record = played_network(values_dir(run_dir, round))
+    if record is not None:
+        return not holds_weights(trained, record)
     return refit.stat().st_mtime_ns < trained.stat().st_mtime_ns
 
 

@@ -64,7 +64,7 @@ def _uct_edge(t, g, d, c_uct, state):
     for j in range(n):
         e = start + j
         if t.e_visits[e] == 0:
-            scores[j] = 1e6  # above any visited edge's; not 1e20, whose ties argmax_ties' absolute tolerance misses
+            scores[j] = 1e6  # above a visited edge's at any usual c_uct; 1e20's ties argmax_ties' tolerance misses
         else:
             q = chance_value(t, t.e_chance[e])
             q = (q - lo) / (hi - lo) if hi > lo else 0.5

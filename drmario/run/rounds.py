@@ -90,31 +90,27 @@ def clear_stale_refit(run_dir: str | Path, round: int, refitting: bool) -> bool:
                 f"{refit} holds a values refit, the round's network, but value_steps = 0: delete that folder, or refit"
             )
         return False
-    record, trained = played_network(refit), trained_checkpoint(run_dir, round)
-    if record is not None:  # a refit begun or done since the record (a begun one has no checkpoint yet)
-        removed = trained.is_file() and not holds_weights(trained, record)
-    else:
-        removed = stale_refit(run_dir, round)
+    removed = stale_refit(run_dir, round)
     if removed:
         shutil.rmtree(refit)
     if not refit_checkpoint(run_dir, round).is_file():  # a refit about to begin: record what it starts from
         refit.mkdir(parents=True, exist_ok=True)
-        record_network(refit, trained)
+        record_network(refit, trained_checkpoint(run_dir, round))
     return removed
 
 
 def stale_refit(run_dir: str | Path, round: int) -> bool:
     """Whether round `round` has a values refit of other weights than its training's checkpoint holds:
     the training went on after it (02 run again with more steps), so the refit is of weights that are
-    gone. Judged by the sha256 the refit recorded of its start (values/network.json); a refit from
-    before that record, by file times (which a copy of the run may reorder)."""
+    gone. Judged by the sha256 the refit recorded of its start (values/network.json; a refit begun, not
+    yet checkpointed, too); a refit from before that record, by file times (which a copy may reorder)."""
     refit, trained = refit_checkpoint(run_dir, round), trained_checkpoint(run_dir, round)
-    if not (refit.is_file() and trained.is_file()):
+    if not trained.is_file():
         return False
     record = played_network(values_dir(run_dir, round))
     if record is not None:
         return not holds_weights(trained, record)
-    return refit.stat().st_mtime_ns < trained.stat().st_mtime_ns
+    return refit.is_file() and refit.stat().st_mtime_ns < trained.stat().st_mtime_ns
 
 
 def in_run(checkpoint: str | Path) -> str:

@@ -161,6 +161,15 @@ def test_lock_names_its_holder_and_a_stale_lock_is_taken_over(tmp_path):
         assert lock_holder(run)["pid"] == holder.pid
         with pytest.raises(RunDirectoryLocked, match=rf"in use by trainer \(pid {holder.pid} on host"):
             lock_run_dir(run, "self-play")
+        from drmario.baselines.dqn import DQNConfig, train_dqn
+        from drmario.baselines.td import TDConfig, train_td
+
+        for learner, start in (
+            ("DQN learner", lambda: train_dqn(DQNConfig(), run)),
+            ("TD", lambda: train_td(TDConfig(), run)),
+        ):
+            with pytest.raises(RunDirectoryLocked, match=rf"this {learner}"):  # refused before touching its files
+                start()
     finally:
         kill_tree(holder)
     assert (run / LOCK_NAME).exists() and lock_holder(run) is None  # the file stays, nobody holds it

@@ -67,6 +67,7 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game
 from drmario.engine.level import MAX_LEVEL
+from drmario.files import lock_run_dir
 from drmario.learn.device import resolve_device
 from drmario.learn.encode import DESIGN_PLANES, planes_torch
 from drmario.play.agents import Decision
@@ -467,7 +468,13 @@ class _DQNRun(TrainingRun):
 
 
 def train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
-    """Train (or continue) a DQN player in run_dir; see the module docstring."""
+    """Train (or continue) a DQN player in run_dir; see the module docstring.
+    run_dir has one owner: while this runs, another run on it is refused at once (`drmario.files.lock_run_dir`)."""
+    with lock_run_dir(run_dir, "DQN learner"):
+        return _train_dqn(cfg, run_dir)
+
+
+def _train_dqn(cfg: DQNConfig, run_dir: str | Path) -> DQNResult:
     run = _DQNRun(cfg, run_dir)
     win = Window(run.step, run.updates)
     path, stopped, last = run.files.existing(), None, {}

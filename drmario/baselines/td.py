@@ -65,6 +65,7 @@ from drmario.engine import kernels as K
 from drmario.engine.board import Move
 from drmario.engine.game import DEFAULT_STALL_LIMIT, Game, Outcome
 from drmario.engine.level import MAX_LEVEL
+from drmario.files import lock_run_dir
 from drmario.learn.device import resolve_device
 from drmario.play.agents import Decision
 from drmario.search.core import Position, legal_mask_of, pill_distribution
@@ -355,7 +356,13 @@ class _TDRun(TrainingRun):
 
 
 def train_td(cfg: TDConfig, run_dir: str | Path) -> TDResult:
-    """Train (or continue) a TD player in run_dir; see the module docstring."""
+    """Train (or continue) a TD player in run_dir; see the module docstring.
+    run_dir has one owner: while this runs, another run on it is refused at once (`drmario.files.lock_run_dir`)."""
+    with lock_run_dir(run_dir, "TD learner"):
+        return _train_td(cfg, run_dir)
+
+
+def _train_td(cfg: TDConfig, run_dir: str | Path) -> TDResult:
     run = _TDRun(cfg, run_dir)
     win = Window(run.step)
     path, last, stopped = run.files.existing(), {}, None

@@ -1,10 +1,18 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 import drmario  # noqa: F401  importing it drops stale cached kernels: here once, before xdist's workers compile
+
+# The property tests draw the same examples on every run (a test run is reproducible, as everything else in the
+# kit); HYPOTHESIS_PROFILE=explore draws new ones each run, to look further.
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 DATA = Path(__file__).parent / "data"
 VECTORS = DATA / "vectors"

@@ -23,7 +23,8 @@ Play them with `search_vs_expert.py --against LABEL=CHECKPOINT`.
 
 Run: `python bench/capacity.py train --data runs/big/data --sizes 32x4,64x6,128x10 --out runs/big/nets
 --device cuda`; `python bench/capacity.py held-out --examples runs/big/held-out/examples --networks
-f32b4=runs/big/nets/f32b4/checkpoints/latest.pt ...`.
+f32b4=runs/big/nets/f32b4/checkpoints/latest.pt ...` (or `--split runs/cpu/train0/config.json`: the
+games that training held out).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from drmario.learn.checkpoint import load_net, save_net
 from drmario.learn.dataset import load_examples
 from drmario.learn.encode import one_ply_planes
 from drmario.learn.player import load_player
-from drmario.learn.train import move_agreement, value_errors
+from drmario.learn.train import TrainConfig, held_out_examples, move_agreement, value_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,7 +126,10 @@ def train_sizes(args: argparse.Namespace) -> None:
 
 
 def held_out(args: argparse.Namespace) -> None:
-    examples = load_examples(args.examples, augment=False, progress=False)
+    if args.split:  # the games a training held out (its data, seed and test fraction), without colour renamings
+        examples = held_out_examples(TrainConfig.load(args.split).replace(augment=False))
+    else:
+        examples = load_examples(args.examples, augment=False, progress=False)
     # the expert's one-ply preference (the 28-plane networks' extra input): how far its best move
     # alone agrees with the teacher, and how often each network plays it
     rows = np.arange(len(examples))
@@ -151,11 +155,19 @@ def held_out(args: argparse.Namespace) -> None:
             ),
             "won: mean squared error (targets -1, 1)": round(errors["won: mean squared error"], 4),
             "viruses to clear: root mean square error": round(errors["viruses cleared: RMSE"], 3),
+            "pills to the end: root mean square error": round(errors["pills to the end: RMSE"], 3),
+            "won games' pills to the end: root mean square error": round(
+                errors["won games' pills to the end: RMSE"], 3
+            ),
+            "lost games' viruses cleared: root mean square error": round(
+                errors["lost games' viruses cleared: RMSE"], 3
+            ),
             **{k: round(v, 4) for k, v in value_consistency(examples, pred).items()},
         }
         print(label, json.dumps(figures[label], indent=1), flush=True)
     games = len(np.unique(examples.game))
-    settings = {"examples": args.examples, "games": games, "positions": len(examples), "networks": args.networks}
+    settings = {"examples": args.examples, "split": args.split, "games": games, "positions": len(examples)}
+    settings["networks"] = args.networks
     report(args.name, settings, figures)
 
 
@@ -181,7 +193,9 @@ def main() -> None:
     t.add_argument("--name", default="capacity-train", help="result file name")
     t.set_defaults(func=train_sizes)
     h = sub.add_parser("held-out", help="agreement and value errors on games none of the networks trained on")
-    h.add_argument("--examples", required=True, help="an example folder of whole games")
+    where = h.add_mutually_exclusive_group(required=True)
+    where.add_argument("--examples", help="an example folder of whole games")
+    where.add_argument("--split", help="a training's config.json: the games it held out (no colour renamings)")
     h.add_argument("--networks", nargs="+", required=True, help="LABEL=CHECKPOINT ...")
     h.add_argument("--name", default="capacity-held-out", help="result file name")
     h.set_defaults(func=held_out)

@@ -95,8 +95,8 @@ def leaf_utility(up: np.ndarray, pred, i: int, cleared: int, root_left: int) -> 
     """Leaf i's value as the search sees it one pill after a decision: the pill placed and the
     `cleared` viruses, plus the network's predicted rest (pred: its outputs over the leaves)."""
     p_win = min(max((float(pred.won[i]) + 1.0) / 2.0, 0.0), 1.0)
-    rest_cleared, rest_pills = max(float(pred.cleared[i]), 0.0), max(float(pred.duration[i]), 0.0)
-    return expected_utility(up, cleared + rest_cleared, 1.0 + rest_pills, p_win, root_left)
+    win_pills, loss_cleared, loss_pills = (max(float(a[i]), 0.0) for a in pred.by_outcome())
+    return expected_utility(up, p_win, 1.0 + win_pills, cleared + loss_cleared, 1.0 + loss_pills, root_left)
 
 
 def decision_rows(

@@ -23,8 +23,9 @@ from drmario.search import RolloutEvaluator, SearchConfig
 
 
 def tiny_net(seed=0) -> DrMarioNet:
+    """With the outcome values: every output column the search reads differs from the others."""
     torch.manual_seed(seed)
-    return DrMarioNet(NetConfig(filters=8, blocks=1))
+    return DrMarioNet(NetConfig(filters=8, blocks=1, outcome_values=True))
 
 
 def some_positions(n: int):
@@ -66,6 +67,7 @@ def test_batched_inference_matches_player_and_pads_to_buckets():
     player = Player.from_module(net)
     cells, pills, previews = some_positions(21)
     want = player.evaluate(cells, pills, previews)
+    assert want.win_pills is not None and not np.allclose(want.win_pills, want.duration)
     got = engine.evaluate(cells, pills, previews)  # 16 + 5 (padded to 16)
     assert not np.allclose(player.evaluate(cells, pills).moves, want.moves)  # the preview counts
     for a, b in zip(got, want):

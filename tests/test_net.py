@@ -216,6 +216,51 @@ def test_play_never_reads_the_auxiliary_heads(examples):
     np.testing.assert_allclose(pred.moves, expect.moves.detach().numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("head", ["conv", "alphago"])
+def test_outcome_values_are_counts_the_value_head_owns_and_play_reads(examples, head):
+    torch.manual_seed(0)
+    plain = DrMarioNet(NetConfig(head=head, **TINY))
+    assert plain.outcome_fc is None and plain(batch_of(examples).planes).win_pills is None
+    net = DrMarioNet(NetConfig(head=head, outcome_values=True, **TINY))
+    out = net.eval()(batch_of(examples).planes)
+    for counts in (out.win_pills, out.loss_cleared, out.loss_pills):
+        assert counts is not None and counts.shape == (32,) and counts.min() >= 0
+    assert any(m is net.outcome_fc for m in net.value_head())
+    # the search's columns: won, cleared, duration, then the outcome values (the means where a network has none)
+    torch.testing.assert_close(out.search_values()[:, 3], out.win_pills)
+    torch.testing.assert_close(out.search_values()[:, 4], out.loss_cleared)
+    plain_out = plain.eval()(batch_of(examples).planes)
+    torch.testing.assert_close(plain_out.search_values()[:, 3:], plain_out.search_values()[:, [2, 1, 2]])
+    pred = Player(net).evaluate(examples.cells[:32], examples.pills[:32], examples.previews[:32])
+    np.testing.assert_allclose(pred.win_pills, out.win_pills.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(pred.loss_pills, out.loss_pills.detach().numpy(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="outcome_values: head 'design'"):
+        NetConfig(head="design", outcome_values=True)
+
+
+def test_outcome_values_loss_by_hand():
+    """A won example is scored on its pills to the end alone; a lost one on its cleared and pills."""
+    uniform = torch.full((2, 4, 8, 16), 1 / 512)
+    out = NetOutput(
+        won=torch.tensor([0.5, -1.0]),
+        cleared=torch.tensor([3.0, 0.0]),
+        duration=torch.tensor([10.0, 2.0]),
+        moves=uniform,
+        log_moves=uniform.log(),
+        win_pills=torch.tensor([18.0, 500.0]),
+        loss_cleared=torch.tensor([900.0, 4.0]),
+        loss_pills=torch.tensor([700.0, 12.0]),
+    )
+    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=uniform)
+    cfg = NetConfig(**TINY, value_weight=0.5)
+    terms = loss_terms(out, batch, cfg)
+    # won: ((18 - 8) / 100)^2; lost: ((4 - 2) / 100)^2 + ((12 - 2) / 100)^2; the other outcome's outputs unread
+    assert terms["outcome"].item() == pytest.approx((0.01 + 0.0004 + 0.01) / 2)
+    without = loss_terms(out._replace(win_pills=None, loss_cleared=None, loss_pills=None), batch, cfg)
+    assert without["outcome"].item() == 0
+    assert terms["total"].item() == pytest.approx(without["total"].item() + 0.5 * terms["outcome"].item())
+
+
 def dm_batch(won, cleared, duration, moves):
     from drmario.learn.dataset import Batch
 
@@ -252,8 +297,11 @@ def test_loss_matches_plain_torch(examples, head):
     assert terms["reg"].requires_grad  # the regulariser acts through the loss
 
 
-@pytest.mark.parametrize("aux", [{}, {"future_pills": 2}, {"next_move_weight": 0.5}])
-@pytest.mark.parametrize("head", HEADS)
+FLOPS_CASES = [(h, aux) for h in HEADS for aux in ({}, {"future_pills": 2}, {"next_move_weight": 0.5})]
+FLOPS_CASES += [(h, {"outcome_values": True}) for h in HEADS if h != "design"]
+
+
+@pytest.mark.parametrize(("head", "aux"), FLOPS_CASES)
 def test_flops_count_matches_the_layers(head, aux):
     """The analytic count against multiply-adds counted from the layers that actually run."""
     cfg = NetConfig(head=head, filters=8, blocks=2, kernel=5, value_hidden=16, **aux)
@@ -371,3 +419,25 @@ def test_corrupted_checkpoints(tmp_path):
         load_net(other)
     with pytest.raises(FileNotFoundError, match="missing.pt"):
         load_net(tmp_path / "missing.pt")
+
+
+def test_the_won_log_loss_keeps_its_gradient_where_tanh_saturates():
+    """won = tanh z saturated at +1 for a lost game: the squared error's gradient is 0 (exactly, in
+    float32: a dead output); the log loss of P(win) = sigmoid(2z) still pulls z down."""
+    z = torch.tensor([12.0, 0.3], requires_grad=True)
+    uniform = torch.full((2, 4, 8, 16), 1 / 512)
+    batch = dm_batch(won=[-1.0, 1.0], cleared=[0.0, 0.0], duration=[0.0, 0.0], moves=uniform)
+
+    def won_term(loss: str) -> torch.Tensor:
+        zeros = torch.zeros(2)
+        out = NetOutput(torch.tanh(z), zeros, zeros, uniform, uniform.log(), won_logit=z)
+        return loss_terms(out, batch, NetConfig(**TINY, won_loss=loss))["won"]
+
+    (squared,) = torch.autograd.grad(won_term("squared"), z)
+    (log,) = torch.autograd.grad(won_term("log"), z)
+    assert squared[0] == 0 and log[0] > 0.9  # d/dz of -log(1 - sigmoid(2z)) / 2 examples: sigmoid(2z) ~ 1
+    # the log loss itself: -log P(the outcome), P(win) = sigmoid(2z): -log(1 - sigmoid(24)) = softplus(24)
+    assert won_term("log").item() == pytest.approx((math.log1p(math.exp(24)) + math.log1p(math.exp(-0.6))) / 2)
+    with pytest.raises(ValueError, match="won_loss = 'log' needs"):
+        out = NetOutput(torch.tanh(z), torch.zeros(2), torch.zeros(2), uniform, uniform.log())
+        loss_terms(out, batch, NetConfig(**TINY, won_loss="log"))

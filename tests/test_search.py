@@ -38,6 +38,7 @@ from drmario.search.network import (
     descend,
     expand_and_backup,
     pending_leaves,
+    search_inputs,
 )
 from drmario.search.playouts import rollouts
 from drmario.search.round0 import evaluate_root, simulate
@@ -172,10 +173,13 @@ def test_every_utility_kind_orders_outcomes(kind):
 
 def test_the_network_form_is_the_expectation_and_the_shape_is_documented():
     for up in (OUTCOME, DISCOUNTED, CENTRED):
-        assert expected_utility(up, 2.0, 7.0, 1.0, 4) == pytest.approx(utility(up, 2, 7, K.WON, 4))
-        assert expected_utility(up, 2.0, 7.0, 0.0, 4) == pytest.approx(utility(up, 2, 7, K.TOPPED_OUT, 4))
-        half = expected_utility(up, 2.0, 7.0, 0.5, 4)
+        assert expected_utility(up, 1.0, 7.0, 2.0, 7.0, 4) == pytest.approx(utility(up, 2, 7, K.WON, 4))
+        assert expected_utility(up, 0.0, 7.0, 2.0, 7.0, 4) == pytest.approx(utility(up, 2, 7, K.TOPPED_OUT, 4))
+        half = expected_utility(up, 0.5, 7.0, 2.0, 7.0, 4)
         assert half == pytest.approx((utility(up, 2, 7, K.WON, 4) + utility(up, 2, 7, K.TOPPED_OUT, 4)) / 2)
+        # each branch reads its own outcome's counts: a win's pills, a loss's cleared and pills
+        split = expected_utility(up, 0.25, 5.0, 1.0, 9.0, 4)
+        assert split == pytest.approx(0.25 * utility(up, 4, 5, K.WON, 4) + 0.75 * utility(up, 1, 9, K.TOPPED_OUT, 4))
     # P = 2 * V = 8 for V = 4 viruses
     assert utility(OUTCOME, 4, 5, K.WON, 4) == pytest.approx(0.6 + 0.4 * (1 - 5 / 13))
     assert utility(OUTCOME, 1, 5, K.TOPPED_OUT, 4) == pytest.approx(0.5 * (1 + 5 / 13) / 5)
@@ -229,7 +233,7 @@ def grown_puct_tree(position: Position, evaluator, simulations: int, probs=None,
     for _ in range(simulations + 1):
         tree = reserve(tree, 1, K.MAX_MOVES, 1)
         if descend(tree, np.ones(1, np.bool_), sel, np.zeros(1, np.int32)):
-            expand_and_backup(tree, *evaluator.evaluate(*pending_leaves(tree)))
+            expand_and_backup(tree, *search_inputs(evaluator.evaluate(*pending_leaves(tree))))
     return tree
 
 
@@ -257,6 +261,37 @@ def test_the_centred_utility_centres_on_the_roots_predicted_pills():
     children = tree.d_value[root + 1 : tree.used[0]]
     assert len(children) == 4 and np.allclose(children, utility(CENTRED, 0, 151, K.WON, 84, 150.0))
     assert (children < tree.d_value[root]).all()
+
+
+class SplitsByOutcome(StubNetwork):
+    """An even chance of a win in 40 pills or a loss in 10 clearing 2 viruses; its means over both
+    outcomes (duration 25, cleared 43) are not what either outcome takes."""
+
+    def __init__(self, conditioned: bool):
+        super().__init__()
+        self.conditioned = conditioned
+
+    def evaluate(self, cells, pills, previews):
+        n = len(cells)
+        plain = super().evaluate(cells, pills, previews)
+        plain = plain._replace(cleared=np.full(n, 43, np.float32), duration=np.full(n, 25, np.float32))
+        if not self.conditioned:
+            return plain
+        counts = (np.full(n, v, np.float32) for v in (40, 2, 10))
+        return plain._replace(**dict(zip(("win_pills", "loss_cleared", "loss_pills"), counts)))
+
+
+def test_a_network_with_outcome_values_is_valued_by_each_outcomes_own_counts():
+    position = Position.of(dm.Game(1234, 20))
+    for conditioned, (win_pills, cleared, loss_pills) in ((True, (40, 2, 10)), (False, (25, 43, 25))):
+        tree = grown_puct_tree(position, SplitsByOutcome(conditioned), 2)
+        left = tree.root_left[0]
+        assert left == 84
+        win, loss = (
+            utility(OUTCOME, 0, win_pills, K.WON, left),
+            utility(OUTCOME, cleared, loss_pills, K.TOPPED_OUT, left),
+        )
+        assert tree.d_value[tree.root[0]] == pytest.approx((win + loss) / 2), conditioned
 
 
 class FallsHalfAPill(ExpectsAWin):
@@ -679,7 +714,15 @@ def test_seeds_and_evaluator_answers_must_match_the_positions():
 
     class Short(StubNetwork):
         def evaluate(self, cells, pills, previews):
-            return Prediction(*(a[:-1] for a in super().evaluate(cells, pills, previews)))
+            return super().evaluate(cells, pills, previews).rows(0, len(cells) - 1)
 
     with pytest.raises(ValueError, match=r"answered 2 positions with outputs of shapes \[\(1,\)"):
         puct_search(positions, [7, 8], Short(), simulations=4)
+
+    class ShortOutcome(StubNetwork):  # one outcome value short
+        def evaluate(self, cells, pills, previews):
+            prediction = super().evaluate(cells, pills, previews)
+            return prediction._replace(win_pills=prediction.duration[:1])
+
+    with pytest.raises(ValueError, match=r"answered 2 positions with outputs of shapes .*\(2, 4, 8, 16\), \(1,\)"):
+        puct_search(positions, [7, 8], ShortOutcome(), simulations=4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -163,6 +164,9 @@ def test_resume_with_another_network_is_refused(tmp_path, examples):
     train(tiny(steps=10), tmp_path, examples)
     with pytest.raises(CheckpointError, match=r"latest.pt holds a run of another network \(filters: 8 -> 16\)"):
         train(tiny(steps=20, net=NetConfig(filters=16, blocks=1)), tmp_path, examples)
+    other = dataclasses.replace(examples, duration=examples.duration + 1)  # other targets, the same positions
+    with pytest.raises(CheckpointError, match=r"latest.pt trained on other examples than these [0-9,]+: its position"):
+        train(tiny(steps=20), tmp_path, other)
     with pytest.warns(UserWarning, match=r"changed settings \['lr', 'betas'\]"):
         changed = train(tiny(steps=20, lr=1e-3, betas=(0.8, 0.99)), tmp_path, examples)
     state = read_checkpoint(changed.checkpoint)  # ... and they take effect, not the checkpoint's
@@ -496,6 +500,32 @@ def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, ex
         tiny(learn="values", init=str(first.checkpoint), net=NetConfig(filters=8, blocks=1, future_pills=2))
     with pytest.raises(CheckpointError, match="learn = 'values', not 'all'"):  # its optimiser holds other weights
         Trainer(tiny(steps=20, init=str(first.checkpoint)), tmp_path / "values")
+
+
+def test_a_values_refit_adds_the_outcome_values_and_logs_their_term(tmp_path, examples):
+    from drmario.learn.player import load_player
+    from drmario.learn.train import value_errors
+
+    first = train(tiny(steps=10), tmp_path / "first", examples)
+    outcome_net = NetConfig(filters=8, blocks=1, outcome_values=True)
+    cfg = tiny(steps=20, lr=0.01, init=str(first.checkpoint), learn="values", net=outcome_net)
+    refit = train(cfg, tmp_path / "values", examples)
+    tests = pd.read_csv(tmp_path / "values" / "metrics.csv").query("split == 'test'")
+    assert tests["outcome"].iloc[-1] < tests["outcome"].iloc[0]  # learned from a fresh layer
+    assert "outcome" not in pd.read_csv(tmp_path / "first" / "metrics.csv").columns
+    planes = torch.rand(4, 24, 8, 16)
+    before, after = load_net(first.checkpoint).eval(), load_net(refit.checkpoint).eval()
+    with torch.no_grad():
+        assert torch.equal(before(planes).moves, after(planes).moves)
+        assert after(planes).win_pills is not None
+    errors = value_errors(load_player(refit.checkpoint), examples)
+    plain_errors = value_errors(load_player(first.checkpoint), examples)
+    won = examples.won > 0
+    assert 0 < won.sum() < len(examples)  # both outcomes: each count scored on its own games
+    assert errors["won games' pills to the end: RMSE"] != plain_errors["won games' pills to the end: RMSE"]
+    pred = load_player(first.checkpoint).evaluate(examples.cells, examples.pills, examples.previews)
+    want = np.sqrt(np.mean((pred.duration[won] - examples.duration[won]) ** 2))  # no outcome values: the mean's
+    assert plain_errors["won games' pills to the end: RMSE"] == pytest.approx(want, rel=1e-6)
 
 
 def test_held_out_examples_are_what_the_test_rows_measure(tmp_path):

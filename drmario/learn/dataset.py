@@ -213,6 +213,15 @@ class ExampleSet:
     def nbytes(self) -> int:
         return sum(getattr(self, f.name).nbytes for f in fields(self))
 
+    def digest(self) -> str:
+        """A hex digest of every array, in order (a resumed training checks it meets the same examples)."""
+        h = hashlib.blake2b(digest_size=16)
+        for f in fields(self):
+            a = np.ascontiguousarray(getattr(self, f.name))
+            h.update(f"{f.name}{a.dtype}{a.shape}".encode())
+            h.update(a.data)
+        return h.hexdigest()
+
 
 class DeviceExamples:
     """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device to

@@ -16,6 +16,11 @@ Only the loss reads it, as KataGo's ownership head teaches its trunk where the g
 With ``next_move_weight`` > 0 another one, a 1x1 convolution to 4 planes (as the conv head's moves),
 predicts the move target of the game's next decision (where the preview pill is to go: the expert's
 move or the search's visits there), KataGo's opponent-move target in a one-player game.
+With ``outcome_values`` (conv and alphago heads) one more linear layer reads the value MLP's hidden
+units: the pills to the end of a won game, and the viruses cleared and pills to the end of a lost one.
+The cleared and duration outputs are means over won and lost futures alike; the search values a win
+by the pills a win takes and a loss by what a loss clears, so it reads these where the network has
+them (`search.utility.expected_utility`).
 
 Shapes: B = batch size. Input float[B, P, 8, 16] planes (`encode`: P = 24 with the preview, the
 design's 18, or 28 with the expert's one-ply preference; `NetConfig.planes`); outputs `NetOutput`:
@@ -76,6 +81,13 @@ class NetConfig(Settings):
         "68.1% against 65.1%; play level on 32 tuning games (capacity-held-out-vw, alone-f64b6-vw01-16k-tuning)",
         ge=0,
     )
+    won_loss: Literal["squared", "log"] = setting(
+        "squared",
+        "the won term: squared, the design's (w - won)^2; log, the log loss of P(win) = (1 + won) / 2 = sigmoid(2z) "
+        "from the pre-activation z, whose gradient does not vanish where tanh saturates (the cpu profile's round-0 "
+        "training with squared: won = +1 on every position from step 100 on, a dead output; bench/README.md, "
+        '"The cpu profile\'s round-0 won output is dead")',
+    )
     head: Head = setting(
         "conv", "conv: convolutional moves, pooled values; design: one linear layer to 3 + 512; alphago: note 001"
     )
@@ -100,13 +112,22 @@ class NetConfig(Settings):
         " cross-entropy in the loss; 0: no such head",
         ge=0,
     )
+    outcome_values: bool = setting(
+        False,
+        "conv and alphago heads: also predict the pills to the end of a won game and the viruses cleared and pills "
+        "of a lost one (each trained on the examples of that outcome only; the search reads them in place of the "
+        "means over both outcomes)",
+    )
 
     def check(self) -> list[str]:
-        return [
+        problems = [
             f"{name} = {k}: expected an odd size"
             for name, k in (("kernel", self.kernel), ("policy_kernel", self.policy_kernel))
             if k % 2 == 0
         ]
+        if self.outcome_values and self.head == "design":
+            problems.append("outcome_values: head 'design' has no value MLP to read")
+        return problems
 
 
 class NetOutput(NamedTuple):
@@ -119,6 +140,27 @@ class NetOutput(NamedTuple):
     log_moves: torch.Tensor  # [B, 4, 8, 16], log of moves computed stably (-inf on masked slots)
     future: torch.Tensor | None = None  # [B, 8, 16] logits of "occupied future_pills later" (None: no such head)
     next_log_moves: torch.Tensor | None = None  # [B, 4, 8, 16] log-probabilities of the next decision's move
+    win_pills: torch.Tensor | None = None  # [B] >= 0 pills to the end of a won game (None: no outcome_values)
+    loss_cleared: torch.Tensor | None = None  # [B] >= 0 viruses cleared in a lost game
+    loss_pills: torch.Tensor | None = None  # [B] >= 0 pills to the end of a lost game
+    won_logit: torch.Tensor | None = None  # [B] won's pre-activation z (won = tanh z), for the log loss
+
+    def search_values(self) -> torch.Tensor:
+        """float[B, 6]: won, cleared, duration, win_pills, loss_cleared, loss_pills, the last three
+        the means over both outcomes (cleared, duration) where the network has no outcome_values."""
+        win_pills = self.duration if self.win_pills is None else self.win_pills
+        loss_cleared = self.cleared if self.loss_cleared is None else self.loss_cleared
+        loss_pills = self.duration if self.loss_pills is None else self.loss_pills
+        columns = (self.won, self.cleared, self.duration, win_pills, loss_cleared, loss_pills)
+        return torch.stack([c.float() for c in columns], 1)
+
+
+SEARCH_VALUES = 6  # the columns of NetOutput.search_values
+
+
+def softplus(x: torch.Tensor) -> torch.Tensor:
+    """The counts' nonlinearity (>= 0)."""
+    return F.softplus(x, beta=1, threshold=5)
 
 
 def heads_to_outputs(scalars: torch.Tensor, score: torch.Tensor, legal: torch.Tensor | None = None) -> NetOutput:
@@ -137,8 +179,9 @@ def heads_to_outputs(scalars: torch.Tensor, score: torch.Tensor, legal: torch.Te
     log_moves = score - torch.logsumexp(score, dim=1, keepdim=True)
     return NetOutput(
         won=torch.tanh(scalars[:, 0]),
-        cleared=F.softplus(scalars[:, 1], beta=1, threshold=5),
-        duration=F.softplus(scalars[:, 2], beta=1, threshold=5),
+        won_logit=scalars[:, 0],
+        cleared=softplus(scalars[:, 1]),
+        duration=softplus(scalars[:, 2]),
         moves=log_moves.exp().view(n, *MOVES_SHAPE),
         log_moves=log_moves.view(n, *MOVES_SHAPE),
     )
@@ -204,6 +247,7 @@ class DrMarioNet(nn.Module):
             )
         else:  # a new head needs its branch here, in `heads`, `value_head` and `flops_per_position`
             raise NotImplementedError(f"head {cfg.head!r}: DrMarioNet has no branch for it")
+        self.outcome_fc = nn.Linear(cfg.value_hidden, 3) if cfg.outcome_values else None
         self.future_conv = nn.Conv2d(f, 1, 1) if cfg.future_pills else None
         self.next_move_conv = nn.Conv2d(f, 4, 1) if cfg.next_move_weight else None
 
@@ -231,23 +275,31 @@ class DrMarioNet(nn.Module):
             # memory it never wrote, so training went NaN whenever a freed block held NaN.
             v32 = v.float()
             pooled = torch.cat([v32.mean(dim=2), v32.amax(dim=2)], dim=1).to(v.dtype)  # [B, 2p]
-            scalars = self.value_fc(pooled)  # [B, 3]
-            return heads_to_outputs(scalars, logits, legal)
+            return self._values(pooled, logits, legal)
         if self.cfg.head == "design":
             z = self.head(x.flatten(1)).float()  # [B, 3 + 512]
             return heads_to_outputs(z[:, :3], F.logsigmoid(z[:, 3:]), legal)
         if self.cfg.head == "alphago":
             logits = self.policy_fc(F.relu(self.policy(x)).flatten(1))  # [B, 512], softmax logits
-            scalars = self.value_fc(F.relu(self.value(x)).flatten(1))  # [B, 3]
-            return heads_to_outputs(scalars, logits, legal)
+            return self._values(F.relu(self.value(x)).flatten(1), logits, legal)
         raise NotImplementedError(f"head {self.cfg.head!r}: heads has no branch for it")
 
+    def _values(self, features: torch.Tensor, logits: torch.Tensor, legal: torch.Tensor | None) -> NetOutput:
+        """The outputs from the value MLP's input features float[B, n] and the move logits float[B, 512]."""
+        hidden = self.value_fc[1](self.value_fc[0](features))  # [B, value_hidden]
+        out = heads_to_outputs(self.value_fc[2](hidden), logits, legal)
+        if self.outcome_fc is None:
+            return out
+        win_pills, loss_cleared, loss_pills = softplus(self.outcome_fc(hidden).float()).unbind(1)
+        return out._replace(win_pills=win_pills, loss_cleared=loss_cleared, loss_pills=loss_pills)
+
     def value_head(self) -> list[nn.Module]:
-        """The modules that only the won, cleared and duration outputs read."""
+        """The modules that only the value outputs (won, cleared, duration; outcome_values) read."""
+        outcome = [] if self.outcome_fc is None else [self.outcome_fc]
         if self.cfg.head == "conv":
-            return [self.pool, self.value_fc]
+            return [self.pool, self.value_fc, *outcome]
         if self.cfg.head == "alphago":
-            return [self.value, self.value_fc]
+            return [self.value, self.value_fc, *outcome]
         if self.cfg.head == "design":
             raise ValueError("head 'design' is one layer shared by the moves and the values: it has no value head")
         raise NotImplementedError(f"head {self.cfg.head!r}: value_head has no branch for it")
@@ -290,12 +342,13 @@ def flops_per_position(cfg: NetConfig) -> int:
     macs = CELLS * k2 * f * (cfg.planes + 2 * cfg.blocks * f)
     if cfg.head == "conv":
         p, h = cfg.pooled_planes, cfg.value_hidden
-        macs += CELLS * f * (4 * cfg.policy_kernel**2 + p) + 2 * p * h + 3 * h
+        macs += CELLS * f * (4 * cfg.policy_kernel**2 + p) + 2 * p * h + 3 * h * (1 + cfg.outcome_values)
     elif cfg.head == "design":
         macs += f * CELLS * (3 + N_MOVES)
     elif cfg.head == "alphago":
         p, v = cfg.policy_planes, cfg.value_planes
-        macs += CELLS * f * (p + v) + p * CELLS * N_MOVES + v * CELLS * cfg.value_hidden + cfg.value_hidden * 3
+        macs += CELLS * f * (p + v) + p * CELLS * N_MOVES + v * CELLS * cfg.value_hidden
+        macs += cfg.value_hidden * 3 * (1 + cfg.outcome_values)
     else:
         raise NotImplementedError(f"head {cfg.head!r}: flops_per_position has no branch for it")
     if cfg.future_pills:

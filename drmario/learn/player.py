@@ -13,8 +13,15 @@ from drmario.engine import kernels as K
 from drmario.engine.rules import MOVES_SHAPE
 from drmario.learn.checkpoint import load_net
 from drmario.learn.encode import planes_torch
-from drmario.learn.net import DrMarioNet, NetOutput
+from drmario.learn.net import SEARCH_VALUES, DrMarioNet, NetOutput
 from drmario.search import Prediction
+
+
+def prediction_of(values: np.ndarray, moves: np.ndarray) -> Prediction:
+    """A `Prediction` from values float32[N, SEARCH_VALUES] (`NetOutput.search_values`' columns) and
+    moves float32[N, 4, 8, 16] (each column copied out: contiguous)."""
+    won, cleared, duration, win_pills, loss_cleared, loss_pills = (np.ascontiguousarray(c) for c in values.T)
+    return Prediction(won, cleared, duration, moves, win_pills, loss_cleared, loss_pills)
 
 
 class Player:
@@ -79,12 +86,8 @@ class Player:
             legal = np.ascontiguousarray(legal, bool)
             if legal.shape != (n, *MOVES_SHAPE):
                 raise ValueError(f"evaluate needs legal bool[N, 4, 8, 16] with N={n}, got {legal.shape}")
-        out = Prediction(
-            np.empty(n, np.float32),
-            np.empty(n, np.float32),
-            np.empty(n, np.float32),
-            np.empty((n, *MOVES_SHAPE), np.float32),
-        )
+        values = np.empty((n, SEARCH_VALUES), np.float32)
+        moves = np.empty((n, *MOVES_SHAPE), np.float32)
         for s in range(0, n, self.chunk):
             e = min(s + self.chunk, n)
             c = torch.from_numpy(cells[s:e]).to(self.device)
@@ -93,12 +96,10 @@ class Player:
             x = planes_torch(c, p, q, self.config.planes, self.dtype).contiguous(memory_format=torch.channels_last)
             mask = None if legal is None else torch.from_numpy(legal[s:e]).to(self.device)
             o = self.forward(x, mask)
-            # one device-to-host copy per chunk: [won, cleared, duration, 512 moves]
-            flat = torch.cat([o.won[:, None], o.cleared[:, None], o.duration[:, None], o.moves.flatten(1)], 1)
-            flat = flat.float().cpu().numpy()  # type: ignore[assignment]  # (numpy from here on)
-            out.won[s:e], out.cleared[s:e], out.duration[s:e] = flat[:, 0], flat[:, 1], flat[:, 2]
-            out.moves[s:e] = flat[:, 3:].reshape(e - s, *MOVES_SHAPE)
-        return out
+            # one device-to-host copy per chunk: [the search's 6 values, 512 moves]
+            flat = torch.cat([o.search_values(), o.moves.flatten(1).float()], 1).cpu().numpy()
+            values[s:e], moves[s:e] = flat[:, :SEARCH_VALUES], flat[:, SEARCH_VALUES:].reshape(e - s, *MOVES_SHAPE)
+        return prediction_of(values, moves)
 
 
 def load_player(

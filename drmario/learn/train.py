@@ -63,12 +63,13 @@ from drmario.settings import Settings, setting
 
 COLUMNS: tuple[str, ...] = ("step", "epoch", "samples", "time_s", "split", "lr", "samples_per_s")
 COLUMNS += ("loss", "won", "cleared", "duration", "moves", "reg")
-TERMS = ("total", "won", "cleared", "duration", "moves", "reg", "future", "next")  # order of the on-device vectors
+TERMS = ("total", "won", "cleared", "duration", "moves", "reg", "future", "next", "outcome")  # the on-device vectors
 
 
 def aux_columns(net: NetConfig) -> tuple[str, ...]:
-    """The auxiliary targets' metrics columns: each logged only by a network with its head."""
-    return ("future",) * bool(net.future_pills) + ("next",) * bool(net.next_move_weight)
+    """The optional outputs' metrics columns: each logged only by a network with its head."""
+    heads = ("future", net.future_pills), ("next", net.next_move_weight), ("outcome", net.outcome_values)
+    return tuple(name for name, has in heads if has)
 
 
 # config fields that may change between a run and its resumption without a warning
@@ -240,7 +241,7 @@ def forward_backward(
     net: torch.nn.Module, batch: Batch, cfg: TrainConfig, model: DrMarioNet, device: torch.device
 ) -> torch.Tensor:
     """Forward and backward of one batch (net may be model compiled). Returns the loss terms
-    float[8] in TERMS order, detached, still on the device."""
+    float[len(TERMS)] in TERMS order, detached, still on the device."""
     planes = batch.planes
     if cfg.channels_last:
         planes = planes.contiguous(memory_format=torch.channels_last)
@@ -286,12 +287,12 @@ def bootstrapped(
 
 @torch.no_grad()
 def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, device: torch.device) -> torch.Tensor:
-    """Mean loss terms over all examples (eval mode), float[8] in TERMS order on the device (the
-    auxiliary terms: the mean over the examples that have their target)."""
+    """Mean loss terms over all examples (eval mode), float[len(TERMS)] in TERMS order on the device
+    (the auxiliary terms future and next: the mean over the examples that have their target)."""
     was_training = model.training
     model.eval()
-    # won, cleared, duration, moves (x examples); future, next (x examples with their target)
-    sums = torch.zeros(6, device=device)
+    # won, cleared, duration, moves, outcome (x examples); future, next (x examples with their target)
+    sums = torch.zeros(7, device=device)
     n, known = len(examples), torch.zeros(2, device=device)
     for s in range(0, n, cfg.batch_size):
         batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
@@ -301,19 +302,20 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
         with autocast(device, cfg):
             out = model(planes)
         t = loss_terms(out, batch, cfg.net)
-        sums[:4] += torch.stack([t["won"], t["cleared"], t["duration"], t["moves"]]) * len(batch.won)
+        main = ("won", "cleared", "duration", "moves", "outcome")
+        sums[:5] += torch.stack([t[term] for term in main]) * len(batch.won)
         for i, (term, has) in enumerate((("future", batch.future_known), ("next", batch.next_known))):
             if has is not None:  # summed on the device: no host sync per batch
                 with_target = has.sum()
-                sums[4 + i] += t[term] * with_target
+                sums[5 + i] += t[term] * with_target
                 known[i] += with_target
     model.train(was_training)
-    means = sums[:4] / max(n, 1)
-    aux = sums[4:] / known.clamp(min=1)
+    means = sums[:5] / max(n, 1)
+    aux = sums[5:] / known.clamp(min=1)
     reg = cfg.net.reg * weight_norm2(model)
-    won, cleared, duration, moves = means
-    total = total_loss(won, cleared, duration, moves, reg, cfg.net, aux[0], aux[1])
-    return torch.cat([total[None], means, reg[None], aux])
+    won, cleared, duration, moves, outcome = means
+    total = total_loss(won, cleared, duration, moves, reg, cfg.net, aux[0], aux[1], outcome)
+    return torch.cat([total[None], means[:4], reg[None], aux, outcome[None]])
 
 
 def drop_expert_planes(batch: Batch, share: float, seed: int, step: int) -> None:
@@ -445,6 +447,8 @@ class Trainer:
         self.step, self.epoch, self.index, elapsed, self.skipped = 0, 0, 0, 0.0, 0
         self.checkpoint_path: Path | None = None
         self.open_window: dict | None = None  # a resumed run's metrics log window, from its checkpoint
+        self.resumed: tuple[Path, str | None] | None = None  # the checkpoint resumed and its examples' digest
+        self.data_digest: str | None = None
         resume = _resume_from(self.ckpt_dir)
         if resume is not None:
             latest, ck = resume
@@ -460,6 +464,7 @@ class Trainer:
                 if "betas" in group:
                     group["betas"] = tuple(cfg.betas)
             self.step, elapsed, self.skipped = ck["step"], ck["time_s"], ck["skipped"]
+            self.resumed = (latest, ck.get("data_digest"))
             self.open_window = ck.get("window")
             self.epoch, self.index = ck["position"]["epoch"], ck["position"]["index"]
             torch.set_rng_state(ck["rng"]["torch"])
@@ -472,8 +477,9 @@ class Trainer:
             self.checkpoint_path = latest
         elif cfg.init:  # a warm start: the weights of another run's network, a fresh optimiser
             start = read_checkpoint(cfg.init, fallback=True)  # a damaged latest.pt: its newest intact step
-            # the auxiliary heads are training's alone: a warm start may add them (fresh) or drop them
-            optional = ("future_conv.", "next_move_conv.")
+            # the auxiliary heads are training's alone, and the outcome values a refit may add: a warm start may
+            # add them (fresh) or drop them
+            optional = ("future_conv.", "next_move_conv.", "outcome_fc.")
             load_state(model, start["model"], cfg.init, checkpoint_config(start, cfg.init), optional=optional)
         self.checkpoint_step = self.step
         if self.rank == 0:
@@ -508,6 +514,12 @@ class Trainer:
                 self.device, n_planes=net.planes, future_pills=net.future_pills, next_move=bool(net.next_move_weight)
             )
 
+        self.data_digest = train_set.digest()
+        if self.resumed is not None and self.resumed[1] not in (None, self.data_digest):
+            raise CheckpointError(
+                f"checkpoint {self.resumed[0]} trained on other examples than these {len(train_set):,}: its position "
+                "in the batch order means nothing here; use another run_dir (init = that checkpoint: a warm start)"
+            )
         self.train_dev = on_device(train_set)
         self.test_dev = on_device(test_set) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
@@ -539,6 +551,7 @@ class Trainer:
             "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if cuda else []},
             "time_s": time.perf_counter() - self.t0,
             "skipped": self.skipped,
+            "data_digest": self.data_digest,
             **({"window": window} if window is not None else {}),
         }
         self.checkpoint_path, self.checkpoint_step = (
@@ -592,8 +605,8 @@ class Trainer:
         window_steps: list[int] = []
         carried, self.open_window = self.open_window, None  # the log window its checkpoint cut, if any
         if carried and carried.get("log_every") == cfg.log_every:  # (checkpoint_every not a multiple of log_every)
-            n = len(carried["steps"])
-            window[:n], norms[:n] = carried["terms"].to(device), carried["norms"].to(device)
+            n, width = carried["terms"].shape  # a checkpoint from before the outcome term: its terms less that one
+            window[:n, :width], norms[:n] = carried["terms"].to(device), carried["norms"].to(device)
             window_steps = list(carried["steps"])
         timed = len(window_steps)  # steps of the window run before window_t (not counted in samples/s)
         window_t, paused = time.perf_counter(), 0.0
@@ -784,11 +797,21 @@ def move_agreement(player: Player, examples: ExampleSet, chunk: int = 4096) -> t
 def value_errors(player: Player, examples: ExampleSet, pred: Prediction | None = None) -> dict[str, float]:
     """How well a network predicts what followed in examples' games (best on games it never
     trained on): the won output's mean squared error (targets -1, 1), and the root mean square
-    errors of the viruses it will clear and the pills to the end. pred: player's prediction on
-    examples, if already made."""
+    errors of the viruses it will clear and the pills to the end; then what the search reads of a
+    won game's future (its pills) and a lost one's (its viruses cleared), on the examples of that
+    outcome: the outcome_values outputs, or the means over both outcomes where the network has none.
+    pred: player's prediction on examples, if already made."""
     pred = player.evaluate(examples.cells, examples.pills, examples.previews) if pred is None else pred
+    won, lost = examples.won > 0, examples.won <= 0
+    win_pills, loss_cleared, _ = pred.by_outcome()
+
+    def rmse(predicted: np.ndarray, target: np.ndarray) -> float:
+        return float(np.sqrt(np.mean((predicted - target) ** 2))) if len(target) else float("nan")
+
     return {
         "won: mean squared error": float(np.mean((pred.won - examples.won) ** 2)),
-        "viruses cleared: RMSE": float(np.sqrt(np.mean((pred.cleared - examples.cleared) ** 2))),
-        "pills to the end: RMSE": float(np.sqrt(np.mean((pred.duration - examples.duration) ** 2))),
+        "viruses cleared: RMSE": rmse(pred.cleared, examples.cleared),
+        "pills to the end: RMSE": rmse(pred.duration, examples.duration),
+        "won games' pills to the end: RMSE": rmse(win_pills[won], examples.duration[won]),
+        "lost games' viruses cleared: RMSE": rmse(loss_cleared[lost], examples.cleared[lost]),
     }

@@ -34,11 +34,11 @@ from drmario.engine.rules import MOVES_SHAPE, N_MOVES
 from drmario.files import RunError, die_with_parent
 from drmario.learn.device import resolve_dtype
 from drmario.learn.encode import EXPERT_PLANES, planes_torch
-from drmario.learn.net import DrMarioNet, NetConfig
-from drmario.learn.player import Player
+from drmario.learn.net import SEARCH_VALUES, DrMarioNet, NetConfig
+from drmario.learn.player import Player, prediction_of
 from drmario.search.core import Prediction
 
-OUT_WIDTH = 3 + N_MOVES  # won, cleared, duration, 512 move probabilities
+OUT_WIDTH = SEARCH_VALUES + N_MOVES  # NetOutput.search_values' 6 columns, 512 move probabilities
 HISTOGRAM_EDGES = (0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 1 << 30)
 
 
@@ -83,10 +83,7 @@ class InferenceStats:
 
 
 def _unpack(flat: np.ndarray) -> Prediction:
-    n = len(flat)
-    return Prediction(
-        flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(), flat[:, 3:].reshape(n, *MOVES_SHAPE).copy()
-    )
+    return prediction_of(flat[:, :SEARCH_VALUES], flat[:, SEARCH_VALUES:].reshape(len(flat), *MOVES_SHAPE).copy())
 
 
 class Ticket(NamedTuple):
@@ -161,7 +158,7 @@ class BatchedInference:
         x = x.contiguous(memory_format=torch.channels_last)
         o = self.module(x)
         out = buf["out"][:n]
-        torch.cat([o.won[:, None], o.cleared[:, None], o.duration[:, None], o.moves.flatten(1)], 1, out=out)
+        torch.cat([o.search_values(), o.moves.flatten(1).float()], 1, out=out)
 
     def _capture(self, buf: dict) -> torch.cuda.CUDAGraph:
         stream = torch.cuda.Stream(self.device)
@@ -393,12 +390,12 @@ def _answer(
 ) -> None:
     ticket, parts = item
     pred = engine.wait(ticket)
-    flat = np.concatenate([pred.won[:, None], pred.cleared[:, None], pred.duration[:, None]], 1)
+    flat = np.stack([pred.won, pred.cleared, pred.duration, *pred.by_outcome()], 1)
     moves = pred.moves.reshape(len(flat), -1)
     for w, s, offset, n in parts:
         ch = channels[w][s]
-        ch.out[:n, :3] = flat[offset : offset + n]
-        ch.out[:n, 3:] = moves[offset : offset + n]
+        ch.out[:n, :SEARCH_VALUES] = flat[offset : offset + n]
+        ch.out[:n, SEARCH_VALUES:] = moves[offset : offset + n]
         answers[w].send(s)
 
 

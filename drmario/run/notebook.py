@@ -149,20 +149,23 @@ def train_live(
     run_dir: str | Path,
     *,
     refresh_s: float = 2.0,
-    terms: Sequence[str] = ("loss", "moves", "won", "cleared", "duration"),
+    terms: Sequence[str] | None = None,
     threads: int = 0,
 ) -> TrainResult:
     """`train.train` in a child process (``python -m drmario train``), with its loss curves redrawn
     every refresh_s seconds from metrics.csv while it runs. The child's output goes to
     run_dir/train.log. Interrupting stops the child; running again resumes from its last checkpoint.
     The child dies with this process, however it ends (kill -9 included: Linux's parent-death
-    signal), so no trainer outlives its kernel. threads: torch's CPU threads in the child (0: its
-    default, every core).
+    signal), so no trainer outlives its kernel. terms: the curves drawn (None: the loss, moves, won,
+    cleared, duration and the network's optional terms). threads: torch's CPU threads in the child (0:
+    its default, every core).
 
     Returns the TrainResult (``stopped`` says why training stopped early, e.g. a non-finite loss).
     Raises RuntimeError, with the end of the log, if the trainer fails otherwise.
     """
     from dataclasses import replace
+
+    from drmario.learn.train import aux_columns
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -174,6 +177,8 @@ def train_live(
     child_cfg = replace(cfg, progress=False, data=[str(Path(p).resolve()) for p in cfg.data])
     write_atomic(request, json.dumps(child_cfg.to_dict(), indent=1) + "\n")
     result_path.unlink(missing_ok=True)
+    if terms is None:
+        terms = ("loss", "moves", "won", "cleared", "duration", *aux_columns(cfg.net))
     view = _LiveCurves(run_dir, cfg.steps, terms)
     cmd = [sys.executable, "-m", "drmario", "train", str(run_dir), "--config", str(request), "--threads", str(threads)]
     with open(log_path, "a") as log:

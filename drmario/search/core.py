@@ -82,19 +82,37 @@ def legal_mask_of(pos: Position) -> np.ndarray | None:
 
 
 class Prediction(NamedTuple):
-    """Evaluator outputs for N positions."""
+    """Evaluator outputs for N positions. The last three are an evaluator's outcome-conditioned
+    counts, if it has them (`NetConfig.outcome_values`); None: the means over both outcomes stand in."""
 
     won: np.ndarray  # float32[N] in [-1, 1]
     cleared: np.ndarray  # float32[N] >= 0, viruses cleared from here to the end
     duration: np.ndarray  # float32[N] >= 0, pills from here to the end
     moves: np.ndarray  # float32[N, 4, 8, 16] move probabilities
+    win_pills: np.ndarray | None = None  # float32[N] >= 0, pills to the end of a won game
+    loss_cleared: np.ndarray | None = None  # float32[N] >= 0, viruses cleared in a lost game
+    loss_pills: np.ndarray | None = None  # float32[N] >= 0, pills to the end of a lost game
+
+    def by_outcome(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(win_pills, loss_cleared, loss_pills), each float32[N]: duration and cleared where None."""
+        return (
+            self.duration if self.win_pills is None else self.win_pills,
+            self.cleared if self.loss_cleared is None else self.loss_cleared,
+            self.duration if self.loss_pills is None else self.loss_pills,
+        )
+
+    def rows(self, start: int, stop: int) -> Prediction:
+        """Positions start to stop of every output."""
+        w, c, d, m = (a[start:stop] for a in (self.won, self.cleared, self.duration, self.moves))
+        return Prediction(w, c, d, m, *(None if a is None else a[start:stop] for a in self[4:]))
 
 
 def check_prediction(prediction: Prediction, n: int) -> None:
-    """ValueError unless an evaluator's answer holds the four outputs for n positions."""
-    want = [(n,), (n,), (n,), (n, *MOVES_SHAPE)]
-    got = [np.shape(a) for a in prediction]
-    if got != want:
+    """ValueError unless an evaluator's answer holds its outputs for n positions (the outcome ones
+    each None or float[n])."""
+    want = [(n,), (n,), (n,), (n, *MOVES_SHAPE), (n,), (n,), (n,)]
+    got = [np.shape(a) if a is not None else (n,) if i >= 4 else None for i, a in enumerate(prediction)]
+    if len(got) < 4 or got != want[: len(got)]:
         raise ValueError(f"the evaluator answered {n} positions with outputs of shapes {got}; expected {want}")
 
 
@@ -204,7 +222,7 @@ def merged(searches: Sequence[Steps]) -> Generator[Leaves, Prediction, list[list
         prediction = yield Leaves(*(np.concatenate(parts) for parts in zip(*(leaves for _, leaves in asked))))
         bounds = np.cumsum([0] + [len(leaves.cells) for _, leaves in asked])
         for (i, _), a, b in zip(asked, bounds[:-1], bounds[1:]):
-            advance(i, Prediction(*(field[a:b] for field in prediction)))
+            advance(i, prediction.rows(a, b))
     return results
 
 

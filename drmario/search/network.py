@@ -278,14 +278,15 @@ def descend(t, active, sel, halving):
 
 
 @njit(cache=True)
-def expand_and_backup(t, won, cleared, duration, moves_prob):
+def expand_and_backup(t, won, win_pills, loss_cleared, loss_pills, moves_prob):
     """Finish the step of the games with a pending leaf, from the evaluator's outputs for the leaves
-    in game order: won, cleared, duration float32[P]; moves_prob float32[P, 4, 8, 16].
+    in game order (`search_inputs`): won, and the pills to the end of a won game, the viruses cleared
+    and pills of a lost one, float32[P]; moves_prob float32[P, 4, 8, 16].
 
     The leaf gets its legal moves with priors from moves_prob (masked and renormalised; a
     same-colour placement gets planes r and r + 2) and the value `expected_utility` of the
     predictions (pills placed along the path plus the predicted rest), which is backed up. The
-    root's predicted pills become the centre of the centred utility.
+    root's predicted pills to a win become the centre of the centred utility.
     """
     moves = np.empty((K.MAX_MOVES, 3), np.int8)
     k = 0
@@ -306,18 +307,33 @@ def expand_and_backup(t, won, cleared, duration, moves_prob):
             for e in range(start, start + n):
                 t.e_prior[e] = t.e_prior[e] / total if total > 0 else 1.0 / n
         p_win = min(max((won[k] + 1.0) / 2.0, 0.0), 1.0)
-        rest = max(duration[k], 0.0)
+        win_rest, loss_rest = max(win_pills[k], 0.0), max(loss_pills[k], 0.0)
         if d == t.root[g]:  # the centred utility's centre: the pills the root is expected to need
-            t.root_pills[g] = rest
+            t.root_pills[g] = win_rest
         elif t.uparams[4] != 1.0:  # Utility.rest_scale: the leaf's rest measured from the root's prediction
-            rest = max(t.root_pills[g] + t.uparams[4] * (rest - t.root_pills[g]), 0.0)
-        pills = t.d_pills[d] + rest
-        cleared_total = t.d_cleared[d] + max(cleared[k], 0.0)
-        value = expected_utility(t.uparams, cleared_total, pills, p_win, t.root_left[g], t.root_pills[g])
+            win_rest = max(t.root_pills[g] + t.uparams[4] * (win_rest - t.root_pills[g]), 0.0)
+            loss_rest = max(t.root_pills[g] + t.uparams[4] * (loss_rest - t.root_pills[g]), 0.0)
+        cleared_total = t.d_cleared[d] + max(loss_cleared[k], 0.0)
+        value = expected_utility(
+            t.uparams,
+            p_win,
+            t.d_pills[d] + win_rest,
+            cleared_total,
+            t.d_pills[d] + loss_rest,
+            t.root_left[g],
+            t.root_pills[g],
+        )
         t.d_value[d] = value
         backup(t, g, value)
         t.leaf[g] = -1
         k += 1
+
+
+def search_inputs(prediction: Prediction) -> tuple[np.ndarray, ...]:
+    """`expand_and_backup`'s arrays from an evaluator's answer (contiguous float32): won, the three
+    outcome-conditioned counts (`Prediction.by_outcome`), moves."""
+    arrays = (prediction.won, *prediction.by_outcome(), prediction.moves)
+    return tuple(np.ascontiguousarray(a, np.float32) for a in arrays)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -344,7 +360,7 @@ def _step(tree: Tree, sel: Selection, halving: np.ndarray | None = None) -> Gene
         leaves = pending_leaves(tree)
         prediction: Prediction = yield leaves
         check_prediction(prediction, len(leaves.cells))  # the compiled backup reads it unchecked
-        expand_and_backup(tree, *(np.ascontiguousarray(a, np.float32) for a in prediction))
+        expand_and_backup(tree, *search_inputs(prediction))
     return tree
 
 

@@ -37,7 +37,9 @@ default.
 
 The option **discounted** (the value idea of design note 002) is gamma ** p for a win and 0
 otherwise. With a network the utility is its expectation under the predicted P(win) = (won + 1) / 2,
-with the pills actually placed along the path plus the leaf's predicted rest (`expected_utility`).
+with the pills actually placed along the path plus the leaf's predicted rest (`expected_utility`):
+the win's pills and the loss's cleared viruses and pills each from the network's outputs for that
+outcome where it has them (`NetConfig.outcome_values`), else from its means over both.
 The settings travel to compiled code as one float64 array (`Utility.params`); the centre travels
 per game (a negative centre means none is known: k * V).
 """
@@ -147,11 +149,12 @@ def utility(up, cleared, pills, outcome, root_left, centre=-1.0):
 
 
 @njit(cache=True, inline="always")
-def expected_utility(up, cleared, pills, p_win, root_left, centre=-1.0):
+def expected_utility(up, p_win, win_pills, loss_cleared, loss_pills, root_left, centre=-1.0):
     """The utility with the game's end uncertain: p_win the probability it ends in a win (the
-    network's won output mapped from [-1, 1] to [0, 1]); cleared and pills its predicted totals.
-    Those are means over won and lost futures alike, where each branch wants its own (the pills of a
-    win; the viruses and pills of a loss): a position whose losses come early reads as needing fewer
-    pills to win. Heads conditioned on the outcome would remove that bias (not built; not measured)."""
-    win = win_value(up, pills, root_left, centre)
-    return p_win * win + (1.0 - p_win) * failure_value(up, cleared, pills, root_left)
+    network's won output mapped from [-1, 1] to [0, 1]); win_pills the pills a win takes; loss_cleared
+    and loss_pills the viruses a loss clears and the pills it lasts. A network with outcome_values
+    predicts each on its own outcome's futures; otherwise its means over both outcomes stand in, which
+    read a position whose losses come early as needing fewer pills to win (measured in bench/README.md,
+    "Values conditioned on the outcome")."""
+    win = win_value(up, win_pills, root_left, centre)
+    return p_win * win + (1.0 - p_win) * failure_value(up, loss_cleared, loss_pills, root_left)

@@ -98,16 +98,22 @@ def test_legal_mask(examples, head):
     torch.testing.assert_close(out.moves[i], expect)
 
 
-def test_loss_by_hand():
-    """Two examples with numbers worked out on paper."""
+def outputs_by_hand(**more: torch.Tensor) -> NetOutput:
+    """The outputs of two examples, worked out on paper (uniform moves), with `more` outputs."""
     uniform = torch.full((2, 4, 8, 16), 1 / 512)
-    out = NetOutput(
+    return NetOutput(
         won=torch.tensor([0.5, -1.0]),
         cleared=torch.tensor([3.0, 0.0]),
         duration=torch.tensor([10.0, 2.0]),
         moves=uniform,
         log_moves=uniform.log(),
+        **more,
     )
+
+
+def test_loss_by_hand():
+    """Two examples with numbers worked out on paper."""
+    out = outputs_by_hand()
     target = torch.zeros(2, 4, 8, 16)
     target[0, 1, 2, 3] = 1.0
     target[1, 0, 4, 5] = target[1, 2, 4, 5] = 0.5
@@ -240,18 +246,12 @@ def test_outcome_values_are_counts_the_value_head_owns_and_play_reads(examples, 
 
 def test_outcome_values_loss_by_hand():
     """A won example is scored on its pills to the end alone; a lost one on its cleared and pills."""
-    uniform = torch.full((2, 4, 8, 16), 1 / 512)
-    out = NetOutput(
-        won=torch.tensor([0.5, -1.0]),
-        cleared=torch.tensor([3.0, 0.0]),
-        duration=torch.tensor([10.0, 2.0]),
-        moves=uniform,
-        log_moves=uniform.log(),
+    out = outputs_by_hand(
         win_pills=torch.tensor([18.0, 500.0]),
         loss_cleared=torch.tensor([900.0, 4.0]),
         loss_pills=torch.tensor([700.0, 12.0]),
     )
-    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=uniform)
+    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=out.moves)
     cfg = NetConfig(**TINY, value_weight=0.5)
     terms = loss_terms(out, batch, cfg)
     # won: ((18 - 8) / 100)^2; lost: ((4 - 2) / 100)^2 + ((12 - 2) / 100)^2; the other outcome's outputs unread

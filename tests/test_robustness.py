@@ -85,6 +85,14 @@ def tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def command_line(p: psutil.Process) -> list[str]:
+    """p's command line, [] once it has ended (a process can end between listing and reading it)."""
+    try:
+        return p.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
+
+
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     out = []
     for p in procs:
@@ -271,7 +279,7 @@ def test_kernel_and_trainer_die_with_the_pipeline(tmp_path, sig):
     try:
 
         def trainer():
-            return [p for p in alive(tree(parent.pid)) if "train" in p.cmdline() and "drmario" in p.cmdline()]
+            return [p for p in alive(tree(parent.pid)) if {"train", "drmario"} <= set(command_line(p))]
 
         wait_for(trainer, 90, "the trainer")
         wait_for(lambda: lock_holder(run / "train0"), 60, "the trainer's lock")  # in train(), past its imports
@@ -279,7 +287,7 @@ def test_kernel_and_trainer_die_with_the_pipeline(tmp_path, sig):
         assert len(children) >= 2  # the kernel and the trainer
         os.kill(parent.pid, sig)  # the pipeline alone: its children get no signal from the test
         parent.wait(10)
-        wait_for(lambda: not alive(children), 10, f"{[p.cmdline() for p in alive(children)]} to die")
+        wait_for(lambda: not alive(children), 10, f"{[command_line(p) for p in alive(children)]} to die")
     finally:
         kill_tree(parent)
     wait_for(lambda: lock_holder(run) is None and lock_holder(run / "train0") is None, 5, "the locks to go")
@@ -407,7 +415,7 @@ def test_a_killed_pool_worker_ends_in_the_cli_error_format(tmp_path, capsys):
     def worker():
         if not list((run / "examples").glob("shard-*.jsonl.gz")):
             return None  # the workers are playing: kill one now
-        found = [p for p in alive(me.children()) if "spawn_main" in " ".join(p.cmdline())]
+        found = [p for p in alive(me.children()) if "spawn_main" in " ".join(command_line(p))]
         return found[0] if found else None
 
     killer = kill_when(worker, "a self-play worker")
@@ -483,7 +491,7 @@ def test_a_dead_inference_server_is_named_and_its_shared_memory_released(tmp_pat
     killer.join(1)
     assert servers[0]._shm == [] and shm_blocks() <= before  # released by the server's owner, not left to exit
     assert not alive(psutil.Process().children(recursive=True)) or all(
-        "resource_tracker" in " ".join(p.cmdline()) for p in alive(psutil.Process().children(recursive=True))
+        "resource_tracker" in " ".join(command_line(p)) for p in alive(psutil.Process().children(recursive=True))
     )
 
 
@@ -830,7 +838,8 @@ def test_a_killed_search_worker_in_server_mode_ends_the_run_at_once(tmp_path, mo
         if not list((run / "examples").glob("shard-*.jsonl.gz")):
             return None
         spawned = sorted(
-            (p for p in alive(me.children()) if "spawn_main" in " ".join(p.cmdline())), key=lambda p: p.create_time()
+            (p for p in alive(me.children()) if "spawn_main" in " ".join(command_line(p))),
+            key=lambda p: p.create_time(),
         )
         if len(spawned) < 3:  # the inference server first, then the two search workers
             return None

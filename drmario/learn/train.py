@@ -294,6 +294,7 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
     # won, cleared, duration, moves, outcome (x examples); future, next (x examples with their target)
     sums = torch.zeros(7, device=device)
     n, known = len(examples), torch.zeros(2, device=device)
+    main = ("won", "cleared", "duration", "moves", "outcome")
     for s in range(0, n, cfg.batch_size):
         batch = examples.batch(torch.arange(s, min(s + cfg.batch_size, n), device=device))
         planes = batch.planes
@@ -302,7 +303,6 @@ def evaluate(model: DrMarioNet, examples: DeviceExamples, cfg: TrainConfig, devi
         with autocast(device, cfg):
             out = model(planes)
         t = loss_terms(out, batch, cfg.net)
-        main = ("won", "cleared", "duration", "moves", "outcome")
         sums[:5] += torch.stack([t[term] for term in main]) * len(batch.won)
         for i, (term, has) in enumerate((("future", batch.future_known), ("next", batch.next_known))):
             if has is not None:  # summed on the device: no host sync per batch
@@ -802,7 +802,8 @@ def value_errors(player: Player, examples: ExampleSet, pred: Prediction | None =
     outcome: the outcome_values outputs, or the means over both outcomes where the network has none.
     pred: player's prediction on examples, if already made."""
     pred = player.evaluate(examples.cells, examples.pills, examples.previews) if pred is None else pred
-    won, lost = examples.won > 0, examples.won <= 0
+    won = examples.won > 0
+    lost = ~won
     win_pills, loss_cleared, _ = pred.by_outcome()
 
     def rmse(predicted: np.ndarray, target: np.ndarray) -> float:

@@ -110,9 +110,9 @@ class Prediction(NamedTuple):
 def check_prediction(prediction: Prediction, n: int) -> None:
     """ValueError unless an evaluator's answer holds its outputs for n positions (the outcome ones
     each None or float[n])."""
-    want = [(n,), (n,), (n,), (n, *MOVES_SHAPE), (n,), (n,), (n,)]
-    got = [np.shape(a) if a is not None else (n,) if i >= 4 else None for i, a in enumerate(prediction)]
-    if len(got) < 4 or got != want[: len(got)]:
+    got = [np.shape(a) for a in prediction[:4]] + [np.shape(a) for a in prediction[4:] if a is not None]
+    want = [(n,), (n,), (n,), (n, *MOVES_SHAPE)] + [(n,)] * (len(got) - 4)
+    if got != want:
         raise ValueError(f"the evaluator answered {n} positions with outputs of shapes {got}; expected {want}")
 
 

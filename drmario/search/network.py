@@ -277,6 +277,12 @@ def descend(t, active, sel, halving):
     return pending
 
 
+@njit(cache=True, inline="always")
+def _rescaled(rest, root_rest, scale):
+    """A leaf's predicted rest as the root's prediction plus scale times the leaf's difference from it."""
+    return max(root_rest + scale * (rest - root_rest), 0.0)
+
+
 @njit(cache=True)
 def expand_and_backup(t, won, win_pills, loss_cleared, loss_pills, moves_prob):
     """Finish the step of the games with a pending leaf, from the evaluator's outputs for the leaves
@@ -311,8 +317,8 @@ def expand_and_backup(t, won, win_pills, loss_cleared, loss_pills, moves_prob):
         if d == t.root[g]:  # the centred utility's centre: the pills the root is expected to need
             t.root_pills[g] = win_rest
         elif t.uparams[4] != 1.0:  # Utility.rest_scale: the leaf's rest measured from the root's prediction
-            win_rest = max(t.root_pills[g] + t.uparams[4] * (win_rest - t.root_pills[g]), 0.0)
-            loss_rest = max(t.root_pills[g] + t.uparams[4] * (loss_rest - t.root_pills[g]), 0.0)
+            win_rest = _rescaled(win_rest, t.root_pills[g], t.uparams[4])
+            loss_rest = _rescaled(loss_rest, t.root_pills[g], t.uparams[4])
         cleared_total = t.d_cleared[d] + max(loss_cleared[k], 0.0)
         value = expected_utility(
             t.uparams,

@@ -20,7 +20,9 @@ Procedure (reproducible: every random choice comes from numpy generators seeded 
 
 Run: ``python bench/tune_expert.py`` (default budget about 15 minutes on one core). The weights go
 to ``drmario/search/expert_weights.json`` and the full record (settings, seeds, objective per iteration,
-validation, wall time) to ``bench/results/tune-expert-MACHINE.json``.
+validation, wall time) to ``bench/results/tune-expert-MACHINE.json``. After each iteration the search's
+state (parent, sigma, the mutation generator, the log) goes to ``--checkpoint``: an interrupted tuning rerun
+with the same settings goes on from its last finished iteration and ends with the same weights.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def git_commit() -> str:
         return "unknown"
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iterations", type=int, default=18, help="ES iterations (default 18)")
     ap.add_argument("--games", type=int, default=40, help="games per iteration, shared by all candidates")
@@ -107,15 +109,48 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2025, help="seed of every numpy generator used")
     ap.add_argument("--start", type=Path, default=None, help="start weights JSON (default: expert.DEFAULT_WEIGHTS)")
     ap.add_argument("--out", type=Path, default=E.WEIGHTS_FILE, help="weights JSON to write")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=RESULTS / "tune-expert-checkpoint.json",
+        help="the search's state after each iteration; a rerun with the same settings resumes from it",
+    )
+    return ap.parse_args(argv)
 
+
+def load_checkpoint(path: Path, settings: dict) -> dict | None:
+    """The saved state of an interrupted tuning with these settings, or None if there is none."""
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    differ = sorted(
+        k for k in settings.keys() | saved["settings"].keys() if settings.get(k) != saved["settings"].get(k)
+    )
+    if differ:
+        raise SystemExit(
+            f"{path}: an interrupted tuning with other settings ({', '.join(differ)}); "
+            "rerun with its settings to resume it, or delete the file to start afresh"
+        )
+    print(f"resuming from {path} after iteration {len(saved['log'])}", flush=True)
+    return saved
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     t0 = time.perf_counter()
     start = E.load_weights(args.start) if args.start else E.DEFAULT_WEIGHTS.copy()
     mutations = np.random.default_rng([args.seed, 1])
     parent, sigma = start.copy(), args.sigma
+    log: list[dict] = []
+    earlier_seconds = 0.0
+    saved = load_checkpoint(args.checkpoint, settings)
+    if saved is not None:
+        parent, sigma, log = np.array(saved["parent"]), saved["sigma"], saved["log"]
+        mutations.bit_generator.state = saved["mutations"]
+        earlier_seconds = saved["seconds"]
     play(parent, GameSet.draw(np.random.default_rng(0), 1, args.levels), args.depth, 10)  # compile first
-    log = []
-    for it in range(args.iterations):
+    for it in range(len(log), args.iterations):
         tic = time.perf_counter()
         games = GameSet.draw(np.random.default_rng([args.seed, 0, it]), args.games, args.levels)
         children = [mutate(mutations, parent, sigma) for _ in range(args.children)]
@@ -139,6 +174,15 @@ def main() -> None:
                 "seconds": round(time.perf_counter() - tic, 2),
             }
         )
+        state = {
+            "settings": settings,
+            "parent": parent.tolist(),
+            "sigma": sigma,
+            "mutations": mutations.bit_generator.state,
+            "log": log,
+            "seconds": earlier_seconds + time.perf_counter() - t0,
+        }
+        write_atomic(args.checkpoint, json.dumps(state) + "\n")
         print(
             f"iter {it:3d}  parent {base['objective']:.4f} (won {base['win_rate']:.3f}, "
             f"pills/virus {base['pills_per_virus']:.2f})  best child {results[best]['objective']:.4f}  "
@@ -149,12 +193,11 @@ def main() -> None:
     validation = GameSet.draw(np.random.default_rng([args.seed, VALIDATION_STREAM]), args.validation, args.levels)
     checks = {"start": play(start, validation, args.depth, args.max_pills)}
     checks["final"] = play(parent, validation, args.depth, args.max_pills)
-    wall = time.perf_counter() - t0
+    wall = earlier_seconds + time.perf_counter() - t0
     for name, r in checks.items():
         print(f"validation {name}: " + "  ".join(f"{k} {v:.4f}" for k, v in r.items()))
     print(f"wall time {wall / 60:.1f} min")
 
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     summary = {
         "objective": "mean of 0.5 * won + 0.5 * cleared fraction - 0.01 * min(pills / viruses, 20)",
         "method": "(1 + lambda) ES, common random numbers per iteration, viruses weight fixed",
@@ -163,7 +206,7 @@ def main() -> None:
         "validation": checks,
         "wall_seconds": round(wall, 1),
         "git_commit": git_commit(),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([Path(sys.executable).name, sys.argv[0], *(sys.argv[1:] if argv is None else argv)]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     weights_file = {
@@ -177,6 +220,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     record = RESULTS / f"tune-expert-{machine_slug(info)}.json"
     write_atomic(record, json.dumps({**weights_file, "machine": info, "iterations": log}, indent=1) + "\n")
+    args.checkpoint.unlink(missing_ok=True)
     print(f"wrote {args.out} and {record}")
 
 

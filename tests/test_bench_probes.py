@@ -2,15 +2,18 @@
 the short-horizon target stops at each game's end, and a chooser's agreement and regret are read
 against the expert's scores; one_round.py's paired table of two networks' games; td_targets.py's
 n-step targets; endgame.py's branches; pair.py's tables; rollout_oracle.py's futures and rollouts; relabel.py's
-shards; the GPU benchmarks' training paths, small on the CPU; and every benchmark's `--help`."""
+shards; tune_expert.py's resume; the GPU benchmarks' training paths, small on the CPU; and every benchmark's
+`--help`."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from drmario.engine import kernels as K
 from drmario.engine.level import MAX_SEED, MIN_SEED, is_evaluation_seed
@@ -23,6 +26,7 @@ import relabel  # noqa: E402
 import rollout_oracle  # noqa: E402
 import short_targets  # noqa: E402
 import td_targets  # noqa: E402
+import tune_expert  # noqa: E402
 import value_ranking  # noqa: E402
 
 
@@ -235,3 +239,52 @@ def test_every_benchmark_script_and_subcommand_answers_help():
     assert [r for r in runs if r[2:] != [0, True]] == []
     for script in (root / "bench").glob("*.sh"):
         assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0, script
+
+
+def _tune(tmp_path: Path, *extra: str) -> None:
+    tune_expert.main(
+        ["--iterations", "3", "--games", "2", "--children", "1", "--levels", "0", "--depth", "1", "--max-pills", "12"]
+        + ["--validation", "2", "--out", str(tmp_path / "weights.json"), *extra]
+    )
+
+
+def test_an_interrupted_expert_tuning_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    monkeypatch.setattr(tune_expert, "RESULTS", tmp_path)
+    _tune(tmp_path)
+    whole = json.loads((tmp_path / "weights.json").read_text())
+    whole_record = json.loads(next(tmp_path.glob("tune-expert-cpu*.json")).read_text())
+    assert not (tmp_path / "tune-expert-checkpoint.json").exists()  # a finished tuning leaves none
+    (tmp_path / "weights.json").unlink()
+
+    calls = []
+    real_play = tune_expert.play
+
+    def play_then_stop(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:  # the compile call, iteration 0's two, then into iteration 1
+            raise KeyboardInterrupt
+        return real_play(*args, **kwargs)
+
+    monkeypatch.setattr(tune_expert, "play", play_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        _tune(tmp_path)
+    saved = json.loads((tmp_path / "tune-expert-checkpoint.json").read_text())
+    assert len(saved["log"]) == 1 and not (tmp_path / "weights.json").exists()
+    monkeypatch.setattr(tune_expert, "play", real_play)
+    _tune(tmp_path)
+    resumed = json.loads((tmp_path / "weights.json").read_text())
+    assert resumed["weights"] == whole["weights"]
+    assert resumed["tuning"]["validation"] == whole["tuning"]["validation"]
+    record = json.loads(next(tmp_path.glob("tune-expert-cpu*.json")).read_text())
+
+    def without_times(iterations: list[dict]) -> list[dict]:
+        return [{k: v for k, v in it.items() if k != "seconds"} for it in iterations]
+
+    assert without_times(record["iterations"]) == without_times(whole_record["iterations"])
+
+
+def test_an_expert_tuning_with_other_settings_does_not_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(tune_expert, "RESULTS", tmp_path)
+    (tmp_path / "tune-expert-checkpoint.json").write_text(json.dumps({"settings": {"games": 40}, "log": []}))
+    with pytest.raises(SystemExit, match="tune-expert-checkpoint.json: an interrupted tuning with other settings"):
+        _tune(tmp_path)

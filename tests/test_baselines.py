@@ -324,7 +324,9 @@ def test_dqn_checkpoint_resume_matches_an_uninterrupted_run(tmp_path):
     steps = [80, 160, 320, 400]
     pd.testing.assert_frame_equal(whole_rows.loc[steps, same], split_rows.loc[steps, same])
     assert len(list((tmp_path / "whole/checkpoints").glob("step-*.pt"))) == 3
-    with pytest.raises(CheckpointError, match="other settings"):
+    with pytest.raises(
+        CheckpointError, match=r"other settings \(gamma: 0.9 -> 0.5, next_pill: .*\).*delete .*whole to train afresh"
+    ):
         train_dqn(small_dqn(gamma=0.5, steps=500), tmp_path / "whole")
     with pytest.raises(CheckpointError, match="not a td"):
         TDAgent.load(whole.checkpoint)

@@ -103,7 +103,10 @@ def check_resume(saved: dict, config: dict, path: Path, resumable: set[str]) -> 
     changed = sorted(k for k, v in config.items() if k not in resumable and saved.get(k) != v)
     if changed:
         diff = ", ".join(f"{k}: {saved.get(k)!r} -> {config[k]!r}" for k in changed)
-        raise CheckpointError(f"checkpoint {path} was made with other settings ({diff}); use another run_dir")
+        raise CheckpointError(
+            f"checkpoint {path} was made with other settings ({diff}): resume it with the settings it was made with, "
+            f"or train in another run directory (or delete {path.parent.parent} to train afresh there)"
+        )
 
 
 class RunFiles:

@@ -18,6 +18,7 @@ from drmario.run.rounds import (
     clear_stale_refit,
     gate_round,
     in_run,
+    next_round_network,
     ppv_interval,
     read_gate,
     round_of,
@@ -246,6 +247,31 @@ def test_best_round_reads_the_gates(tmp_path):
     with pytest.raises(ValueError, match="no round before 3 stands promoted by its gate"):
         best_checkpoint(tmp_path, 3)
     assert best_network_before(tmp_path, 3) is None
+
+
+def test_the_next_round_plays_the_best_network_unless_told_another(tmp_path):
+    """04's network "best" is the newest promoted round's; another checkpoint is played with a warning."""
+    for k, promoted in ((0, True), (1, True), (2, False)):
+        checkpoint_path(tmp_path, k).parent.mkdir(parents=True)
+        checkpoint_path(tmp_path, k).write_bytes(b"weights %d" % k)
+        gate = {"round": k, "promoted": promoted, "sha256": file_sha256(checkpoint_path(tmp_path, k))}
+        (train_dir(tmp_path, k) / GATE_FILE).write_text(json.dumps(gate))
+    warnings: list[str] = []
+    assert next_round_network(tmp_path, 3, "best", warnings.append) == checkpoint_path(tmp_path, 1)
+    assert next_round_network(tmp_path, 3, str(checkpoint_path(tmp_path, 1)), warnings.append)
+    assert warnings == []
+    assert next_round_network(tmp_path, 3, str(checkpoint_path(tmp_path, 0)), warnings.append)
+    assert warnings == [
+        f"warning: {checkpoint_path(tmp_path, 0)} is not the best network of the rounds before 3, "
+        f"{checkpoint_path(tmp_path, 1).resolve()}"
+    ]
+    with pytest.raises(FileNotFoundError, match="no network checkpoint .*round4"):
+        next_round_network(tmp_path, 3, str(tmp_path / "round4.pt"))
+    checkpoint_path(tmp_path, 1).write_bytes(b"weights trained again")  # not what its gate promoted
+    assert next_round_network(tmp_path, 3, "best") == checkpoint_path(tmp_path, 0)
+    (train_dir(tmp_path, 0) / GATE_FILE).unlink()  # no round left promoted: said, not another network played
+    with pytest.raises(ValueError, match="no round before 3 stands promoted"):
+        next_round_network(tmp_path, 3, "best")
 
 
 def test_every_round_plays_the_same_evaluation_games(tmp_path):

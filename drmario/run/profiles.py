@@ -212,10 +212,11 @@ class NextRound(Settings):
     selfplay: SelfPlayConfig = setting(
         SelfPlayConfig(
             search=SearchConfig(mode="puct", simulations=16),
-            network="../runs/notebooks/train0/checkpoints/latest.pt",
+            network="best",
             temperature_moves=8,
         ),
-        "the self-play with the best network so far (the pipeline sets network)",
+        'the self-play with the best network so far (network "best": the best of the rounds before in run_dir, as '
+        "their gates chose; or a checkpoint's path or a shipped network's name)",
     )
     show_examples: int = setting(2, "example positions drawn with their move targets", ge=0, le=64)
     torch_threads: int = setting(1, THREADS_DOC, ge=0, le=1024)

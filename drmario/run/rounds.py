@@ -25,7 +25,7 @@ from drmario.files import file_sha256, holds_weights, played_network, record_net
 from drmario.play.agents import Agent
 from drmario.play.arena import EvalConfig, arena, summarize
 from drmario.play.gate import GateConfig, compare, play_gate
-from drmario.run.agents import make_agent, make_agents
+from drmario.run.agents import make_agent, make_agents, resolve_checkpoint
 
 GATE_FILE = "gate.json"
 GATE_GAMES = "gate_games.jsonl"
@@ -179,6 +179,24 @@ def best_network_before(run_dir: str | Path, round: int) -> Path | None:
     except ValueError:
         return None
     return best.resolve() if best.is_file() else None
+
+
+BEST = "best"  # 04's network parameter: the best network of the rounds before, as their gates chose
+
+
+def next_round_network(run_dir: str | Path, round: int, network: str, log: Callable[[str], None] = print) -> Path:
+    """The checkpoint 04 of round `round` plays: for network "best" the best of the rounds before it
+    (`best_checkpoint`), else the path or shipped name given, with a warning if it is not that best one."""
+    if network == BEST:
+        path = best_checkpoint(run_dir, round)
+    else:
+        path = resolve_checkpoint(network)
+        best = best_network_before(run_dir, round)
+        if best is not None and path.is_file() and best != path.resolve():
+            log(f"warning: {path} is not the best network of the rounds before {round}, {best}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no network checkpoint {path} (02 of round {round - 1} writes it)")
+    return path
 
 
 def run_best_checkpoint(run_dir: str | Path) -> Path:

@@ -86,7 +86,8 @@ class NetConfig(Settings):
         "the won term: squared, the design's (w - won)^2; log, the log loss of P(win) = (1 + won) / 2 = sigmoid(2z) "
         "from the pre-activation z, whose gradient does not vanish where tanh saturates (the cpu profile's round-0 "
         "training with squared: won = +1 on every position from step 100 on, a dead output; bench/README.md, "
-        '"The cpu profile\'s round-0 won output is dead")',
+        '"The cpu profile\'s round-0 won output is dead"; a whole cpu loop with log learned no better: "A whole cpu '
+        'loop with the log loss")',
     )
     head: Head = setting(
         "conv", "conv: convolutional moves, pooled values; design: one linear layer to 3 + 512; alphago: note 001"
@@ -116,7 +117,8 @@ class NetConfig(Settings):
         False,
         "conv and alphago heads: also predict the pills to the end of a won game and the viruses cleared and pills "
         "of a lost one (each trained on the examples of that outcome only; the search reads them in place of the "
-        "means over both outcomes)",
+        'means over both outcomes; with 100 simulations no gain shown: bench/README.md, "Values conditioned on the '
+        'outcome")',
     )
 
     def check(self) -> list[str]:

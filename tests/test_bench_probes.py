@@ -250,9 +250,10 @@ def _tune(tmp_path: Path, *extra: str) -> None:
 
 def test_an_interrupted_expert_tuning_resumes_to_the_same_weights(tmp_path, monkeypatch):
     monkeypatch.setattr(tune_expert, "RESULTS", tmp_path)
+    record_file = tmp_path / f"tune-expert-{tune_expert.machine_slug(tune_expert.machine_info())}.json"
     _tune(tmp_path)
     whole = json.loads((tmp_path / "weights.json").read_text())
-    whole_record = json.loads(next(tmp_path.glob("tune-expert-cpu*.json")).read_text())
+    whole_record = json.loads(record_file.read_text())
     assert not (tmp_path / "tune-expert-checkpoint.json").exists()  # a finished tuning leaves none
     (tmp_path / "weights.json").unlink()
 
@@ -275,7 +276,7 @@ def test_an_interrupted_expert_tuning_resumes_to_the_same_weights(tmp_path, monk
     resumed = json.loads((tmp_path / "weights.json").read_text())
     assert resumed["weights"] == whole["weights"]
     assert resumed["tuning"]["validation"] == whole["tuning"]["validation"]
-    record = json.loads(next(tmp_path.glob("tune-expert-cpu*.json")).read_text())
+    record = json.loads(record_file.read_text())
 
     def without_times(iterations: list[dict]) -> list[dict]:
         return [{k: v for k, v in it.items() if k != "seconds"} for it in iterations]

@@ -31,6 +31,7 @@ from drmario.play.gate import GateConfig
 from drmario.play.selfplay import SelfPlayConfig
 from drmario.run.agents import NETWORK_KINDS, agent_name, parse_spec
 from drmario.run.kit import kit_dir, profile_path
+from drmario.run.rounds import BEST
 from drmario.search.config import NO_NETWORK, SearchConfig
 from drmario.settings import (
     SettingInfo,
@@ -212,7 +213,7 @@ class NextRound(Settings):
     selfplay: SelfPlayConfig = setting(
         SelfPlayConfig(
             search=SearchConfig(mode="puct", simulations=16),
-            network="best",
+            network=BEST,
             temperature_moves=8,
         ),
         'the self-play with the best network so far (network "best": the best of the rounds before in run_dir, as '

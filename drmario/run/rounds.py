@@ -187,15 +187,12 @@ BEST = "best"  # 04's network parameter: the best network of the rounds before, 
 def next_round_network(run_dir: str | Path, round: int, network: str, log: Callable[[str], None] = print) -> Path:
     """The checkpoint 04 of round `round` plays: for network "best" the best of the rounds before it
     (`best_checkpoint`), else the path or shipped name given, with a warning if it is not that best one."""
-    if network == BEST:
-        path = best_checkpoint(run_dir, round)
-    else:
-        path = resolve_checkpoint(network)
-        best = best_network_before(run_dir, round)
-        if best is not None and path.is_file() and best != path.resolve():
-            log(f"warning: {path} is not the best network of the rounds before {round}, {best}")
+    path = best_checkpoint(run_dir, round) if network == BEST else resolve_checkpoint(network)
     if not path.is_file():
         raise FileNotFoundError(f"no network checkpoint {path} (02 of round {round - 1} writes it)")
+    best = best_network_before(run_dir, round)
+    if best is not None and best != path.resolve():
+        log(f"warning: {path} is not the best network of the rounds before {round}, {best}")
     return path
 
 

@@ -122,6 +122,27 @@ def test_a_games_side_does_not_depend_on_the_other_games_loaded(folder):
     assert sorted(len(np.unique(side.game)) for side in sides) == [0, 2]
 
 
+def test_position_keys_are_one_per_decision_whatever_the_colouring_and_the_load(folder):
+    alone = load_examples(folder / "a.jsonl", progress=False, augment=True)
+    every = load_examples(folder, progress=False, augment=True)
+    keys = alone.position_keys(seed=3)
+    assert keys.shape == (len(alone),) and ((keys >= 0) & (keys < 1)).all()
+    n = len(alone) // 6  # six colour renamings, in blocks: each decision's copies share its key
+    assert np.array_equal(keys.reshape(6, n), np.broadcast_to(keys[:n], (6, n)))
+    assert len(np.unique(keys[:n])) == n  # and every decision has its own
+
+    # a decision keeps its key beside other games (a later round's load): match decisions by content
+    def by_decision(es: ExampleSet, k: np.ndarray) -> dict[bytes, float]:
+        return {
+            es.cells[i].tobytes() + es.pills[i].tobytes() + bytes([es.duration[i] % 256]): k[i] for i in range(len(es))
+        }
+
+    assert by_decision(alone, keys).items() <= by_decision(every, every.position_keys(seed=3)).items()
+    assert not np.array_equal(keys, alone.position_keys(seed=4))
+    share = (every.position_keys(seed=0) < 0.3).mean()
+    assert 0.2 < share < 0.4  # about the share, from some 300 decisions of 18 games
+
+
 def test_the_held_out_share_is_test_fraction_of_the_games():
     rng = np.random.default_rng(0)
     n = 4000  # games of one example each, with random boards

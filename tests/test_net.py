@@ -261,6 +261,29 @@ def test_outcome_values_loss_by_hand():
     assert terms["total"].item() == pytest.approx(without["total"].item() + 0.5 * terms["outcome"].item())
 
 
+def test_the_value_mask_keeps_the_value_terms_to_its_examples():
+    out = outputs_by_hand(
+        win_pills=torch.tensor([18.0, 500.0]),
+        loss_cleared=torch.tensor([900.0, 4.0]),
+        loss_pills=torch.tensor([700.0, 12.0]),
+    )
+    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=out.moves)
+    cfg = NetConfig(**TINY, count_error="relative")
+    whole = {k: v.item() for k, v in loss_terms(out, batch, cfg).items()}
+    one = {k: v.item() for k, v in loss_terms(out, batch._replace(value_mask=torch.tensor([True, False])), cfg).items()}
+    first = {k: v.item() for k, v in loss_terms(_first(out), _first(batch), cfg).items()}
+    for term in ("won", "cleared", "duration", "outcome"):  # the mean over the examples kept
+        assert one[term] == pytest.approx(first[term]) and one[term] != pytest.approx(whole[term])
+    assert one["moves"] == pytest.approx(whole["moves"])  # the moves term keeps every example
+    none = loss_terms(out, batch._replace(value_mask=torch.tensor([False, False])), cfg)
+    assert none["won"].item() == none["cleared"].item() == none["outcome"].item() == 0
+
+
+def _first(t):
+    """The first example of a NetOutput or Batch (None fields stay None)."""
+    return type(t)(*(None if v is None else v[:1] for v in t))
+
+
 def dm_batch(won, cleared, duration, moves):
     from drmario.learn.dataset import Batch
 

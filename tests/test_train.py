@@ -502,6 +502,31 @@ def test_learning_the_values_only_leaves_the_moves_output_as_it_was(tmp_path, ex
         Trainer(tiny(steps=20, init=str(first.checkpoint)), tmp_path / "values")
 
 
+def test_value_share_trains_the_values_on_the_kept_decisions_alone(tmp_path, examples):
+    """The value targets of the decisions value_share leaves out never reach the weights: flipping
+    them changes nothing (and with every decision kept, flipping changes the run)."""
+    kept = examples.position_keys(seed=0) < 0.3
+    assert 0 < kept.mean() < 1
+    flipped = dataclasses.replace(
+        examples,
+        won=np.where(kept, examples.won, -examples.won).astype(examples.won.dtype),
+        cleared=np.where(kept, examples.cleared, examples.cleared + 50).astype(examples.cleared.dtype),
+    )  # (not duration: with the game, it names the decision)
+
+    def weights(es, share: float, name: str) -> dict[str, torch.Tensor]:
+        result = train(tiny(steps=10, test_fraction=0, value_share=share), tmp_path / name, es)
+        return read_checkpoint(result.checkpoint)["model"]
+
+    same, other = weights(examples, 0.3, "a"), weights(flipped, 0.3, "b")
+    assert all(torch.equal(same[k], other[k]) for k in same)
+    whole, whole_flipped = weights(examples, 1.0, "c"), weights(flipped, 1.0, "d")
+    assert not all(torch.equal(whole[k], whole_flipped[k]) for k in whole)
+    trainer = Trainer(tiny(value_share=0.3), tmp_path / "e")
+    trainer.set_data(*examples.split_by_game(0.2, 0))
+    assert trainer.train_dev.value_mask is not None and trainer.test_dev.value_mask is None  # test rows keep all
+    trainer.close()
+
+
 def test_a_values_refit_adds_the_outcome_values_and_logs_their_term(tmp_path, examples):
     from drmario.learn.player import load_player
     from drmario.learn.train import value_errors

@@ -85,6 +85,7 @@ class Batch(NamedTuple):
     future_known: torch.Tensor | None = None  # bool[B] whether that board is an example (false: the game ends first)
     next_moves: torch.Tensor | None = None  # float[B, 4, 8, 16] the next decision's move target (None: not asked)
     next_known: torch.Tensor | None = None  # bool[B] whether the next decision is an example (0 targets where not)
+    value_mask: torch.Tensor | None = None  # bool[B] the examples whose value targets train (None: all)
 
 
 @dataclass
@@ -183,6 +184,16 @@ class ExampleSet:
         is_test = np.isin(self.game, games[held])
         return self.subset(np.nonzero(~is_test)[0]), self.subset(np.nonzero(is_test)[0])
 
+    def position_keys(self, seed: int) -> np.ndarray:
+        """float64[N] in [0, 1): for each example a uniform key from its game's (`game_keys`) and its
+        pills to the end (one decision of the game), so a decision's colour renamings share it, and it
+        is the same in every round that loads the game (`TrainConfig.value_share` keeps those below the
+        share)."""
+        _, first, inverse = np.unique(self.game, return_index=True, return_inverse=True)
+        games = _game_hashes(self.cells[first], self.pills[first], self.previews[first], seed)
+        decision = self.duration.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        return _mix64(games[inverse.ravel()] ^ decision) / 2.0**64
+
     def example(self, i: int) -> Example:
         """Example i as an `Example` (its moves target dense): one position to draw or inspect."""
         preview = Pill(*map(Colour, self.previews[i])) if self.previews[i, 0] else None
@@ -206,8 +217,9 @@ class ExampleSet:
         n_planes: int = N_PLANES,
         future_pills: int = 0,
         next_move: bool = False,
+        value_mask: np.ndarray | None = None,
     ) -> DeviceExamples:
-        return DeviceExamples(self, torch.device(device), n_planes, future_pills, next_move)
+        return DeviceExamples(self, torch.device(device), n_planes, future_pills, next_move, value_mask)
 
     @property
     def nbytes(self) -> int:
@@ -227,7 +239,8 @@ class DeviceExamples:
     """An `ExampleSet` copied, still compact, to a torch device; `batch` expands on the device to
     n_planes input planes (`encode`), and with future_pills > 0 adds the future-board target: which
     cells are occupied future_pills decisions later in the same game (`later_index`; a cell's code
-    there is not empty), and with next_move the next decision's move target (`next_index`)."""
+    there is not empty), and with next_move the next decision's move target (`next_index`); value_mask
+    bool[N] rides in each batch (`Batch.value_mask`)."""
 
     def __init__(
         self,
@@ -236,6 +249,7 @@ class DeviceExamples:
         n_planes: int = N_PLANES,
         future_pills: int = 0,
         next_move: bool = False,
+        value_mask: np.ndarray | None = None,
     ) -> None:
         def put(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.as_tensor(a, dtype=dtype).to(device)
@@ -255,6 +269,9 @@ class DeviceExamples:
             put(later_index(examples.game, examples.duration, future_pills)) if future_pills else None
         )  # int64[N], -1 where the game ends first
         self.next_move = next_move
+        if value_mask is not None and len(value_mask) != len(examples):
+            raise ValueError(f"value_mask has {len(value_mask)} entries for {len(examples)} examples")
+        self.value_mask = None if value_mask is None else put(np.asarray(value_mask, bool))
         self._game, self._game_duration = examples.game, examples.duration  # for next_index, when first asked
 
     def __len__(self) -> int:
@@ -289,6 +306,7 @@ class DeviceExamples:
             future_known=future_known,
             next_moves=next_moves,
             next_known=next_known,
+            value_mask=None if self.value_mask is None else self.value_mask[indices],
         )
 
     @functools.cached_property
@@ -346,10 +364,23 @@ def empty_set() -> ExampleSet:
 def game_keys(cells: np.ndarray, pills: np.ndarray, previews: np.ndarray, seed: int) -> np.ndarray:
     """float64[G] in [0, 1): for each game a uniform key from its first example (cells uint8[G, 8, 16],
     pills and previews uint8[G, 2]) and seed, the same wherever and beside whatever the game is loaded."""
+    return _game_hashes(cells, pills, previews, seed) / 2.0**64
+
+
+def _game_hashes(cells: np.ndarray, pills: np.ndarray, previews: np.ndarray, seed: int) -> np.ndarray:
     rows = np.concatenate([cells.reshape(len(cells), -1), pills, previews], axis=1).astype(np.uint8)
     salt = str(int(seed)).encode()
     digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8, key=salt).digest() for row in rows)
-    return np.frombuffer(digests, "<u8") / 2.0**64
+    return np.frombuffer(digests, "<u8").copy()
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser over uint64[n] (wrapping arithmetic): a vectorised hash."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def later_index(game: np.ndarray, duration: np.ndarray, n: int) -> np.ndarray:

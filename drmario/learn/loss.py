@@ -3,6 +3,7 @@ regulariser; every term is logged on its own by the trainer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -51,18 +52,21 @@ def loss_terms(out: NetOutput, batch: Batch, cfg: NetConfig, net: nn.Module | No
     its target, the cross-entropy of the next decision's move, the mean over the examples that have
     one (0 otherwise); outcome: with outcome_values, the count errors of the outputs of the example's
     own outcome (a won game's pills; a lost game's cleared and pills), the mean over all examples (0
-    otherwise); total: `total_loss` (the other terms are reported unweighted).
+    otherwise); total: `total_loss` (the other terms are reported unweighted). With batch.value_mask,
+    won, cleared, duration and outcome are means over the examples it keeps (0 where it keeps none).
     """
+    value_mean = _masked_mean(batch.value_mask)
     won = won_error(out, batch, cfg)
     cleared = count_error(out.cleared, batch.cleared, cfg)
     duration = count_error(out.duration, batch.duration, cfg)
     moves = cross_entropy(batch.moves, out.log_moves)
-    terms = {"won": won.mean(), "cleared": cleared.mean(), "duration": duration.mean(), "moves": moves.mean()}
+    terms = {"won": value_mean(won), "cleared": value_mean(cleared), "duration": value_mean(duration)}
+    terms["moves"] = moves.mean()
     reg = torch.zeros((), device=out.won.device) if net is None else cfg.reg * weight_norm2(net)
     terms["reg"] = reg
     terms["future"] = future_term(out, batch)
     terms["next"] = next_move_term(out, batch)
-    terms["outcome"] = outcome_term(out, batch, cfg)
+    terms["outcome"] = outcome_term(out, batch, cfg, value_mean)
     terms["total"] = total_loss(
         terms["won"],
         terms["cleared"],
@@ -93,16 +97,26 @@ def count_error(predicted: torch.Tensor, target: torch.Tensor, cfg: NetConfig) -
     return ((predicted - target) / scale).square()
 
 
-def outcome_term(out: NetOutput, batch: Batch, cfg: NetConfig) -> torch.Tensor:
+def outcome_term(
+    out: NetOutput, batch: Batch, cfg: NetConfig, mean: Callable[[torch.Tensor], torch.Tensor] = torch.mean
+) -> torch.Tensor:
     """The outcome_values loss of `loss_terms` (a scalar tensor; 0 without the outputs): each
     example's error on its own outcome's outputs, won games by their pills, lost ones by their
-    viruses cleared and pills."""
+    viruses cleared and pills; mean: of the errors float[B] to the term."""
     if out.win_pills is None or out.loss_cleared is None or out.loss_pills is None:
         return torch.zeros((), device=out.won.device)
     won = batch.won > 0
     win = count_error(out.win_pills, batch.duration, cfg)
     loss = count_error(out.loss_cleared, batch.cleared, cfg) + count_error(out.loss_pills, batch.duration, cfg)
-    return torch.where(won, win, loss).mean()
+    return mean(torch.where(won, win, loss))
+
+
+def _masked_mean(mask: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The mean of float[B] over the examples mask bool[B] keeps (the plain mean without a mask)."""
+    if mask is None:
+        return torch.mean
+    kept = mask.sum().clamp(min=1)
+    return lambda x: torch.where(mask, x, 0.0).sum() / kept
 
 
 def future_term(out: NetOutput, batch: Batch) -> torch.Tensor:

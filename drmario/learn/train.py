@@ -142,6 +142,15 @@ class TrainConfig(Settings):
         ge=0,
         le=1,
     )
+    value_share: float = setting(
+        1.0,
+        "share of the decisions whose won, cleared and duration targets train (the moves target trains on all): "
+        "each game's decisions drawn by a hash of the game, the decision and seed (`ExampleSet.position_keys`), the "
+        "same in every round, so the value head meets few positions of any one game, as AlphaGo's value network "
+        "took one per game so as not to learn each game's outcome by heart; test rows keep all. 1: every decision",
+        gt=0,
+        le=1,
+    )
     expert_plane_dropout: float = setting(
         0.0,
         "with 28 planes: the share of training examples whose 4 one-ply planes are zeroed, so that the network"
@@ -509,9 +518,13 @@ class Trainer:
             raise ValueError(f"batch_size {B} is larger than the training set ({len(train_set)} examples)")
         net = self.cfg.net
 
-        def on_device(examples: ExampleSet) -> DeviceExamples:
+        def on_device(examples: ExampleSet, value_mask: np.ndarray | None = None) -> DeviceExamples:
             return examples.to_device(
-                self.device, n_planes=net.planes, future_pills=net.future_pills, next_move=bool(net.next_move_weight)
+                self.device,
+                n_planes=net.planes,
+                future_pills=net.future_pills,
+                next_move=bool(net.next_move_weight),
+                value_mask=value_mask,
             )
 
         self.data_digest = train_set.digest()
@@ -520,7 +533,8 @@ class Trainer:
                 f"checkpoint {self.resumed[0]} trained on other examples than these {len(train_set):,}: its position "
                 "in the batch order means nothing here; use another run_dir (init = that checkpoint: a warm start)"
             )
-        self.train_dev = on_device(train_set)
+        share = self.cfg.value_share
+        self.train_dev = on_device(train_set, train_set.position_keys(self.cfg.seed) < share if share < 1 else None)
         self.test_dev = on_device(test_set) if test_set is not None and len(test_set) else None
         self.n_train, self.n_test = len(train_set), len(test_set) if test_set is not None else 0
         self.perm = _permutation(len(train_set), self.cfg.seed, self.epoch, self.device)

@@ -20,6 +20,7 @@ from drmario.engine.level import MAX_SEED, MIN_SEED, is_evaluation_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import endgame  # noqa: E402
+import heldout_values  # noqa: E402
 import one_round  # noqa: E402
 import pair  # noqa: E402
 import relabel  # noqa: E402
@@ -147,6 +148,17 @@ def test_two_runs_tables_pair_game_by_game(tmp_path):
     result = pair.compare(new, old)
     assert (result.new_wins, result.old_wins, result.both_won) == (2, 1, 1)
     assert abs(result.ppv_diff - (150 - 168) / 84) < 1e-9
+
+
+def test_the_held_out_constant_is_scored_as_the_training_scores_its_won_output(tmp_path):
+    train_won, test_won = np.array([1, 1, 1, -1], np.int8), np.array([1, -1], np.int8)
+    # log: P(win) = 0.75 from the train rows; squared: the mean 0.5 in -1..+1 units
+    expect = -(np.log(0.75) + np.log(0.25)) / 2
+    assert heldout_values.constant_error(train_won, test_won, "log") == pytest.approx(expect)
+    assert heldout_values.constant_error(train_won, test_won, "squared") == pytest.approx((0.25 + 2.25) / 2)
+    header = "step,split,won,moves\n"
+    (tmp_path / "metrics.csv").write_text(header + "0,test,0.9,2.0\n50,train,0.3,1.9\n100,test,0.5,1.8\n")
+    assert heldout_values.last_test_row(tmp_path)["won"] == 0.5
 
 
 def test_rollout_futures_throw_the_preview_first_then_the_nes_draws_of_a_random_state():

@@ -244,14 +244,19 @@ def test_outcome_values_are_counts_the_value_head_owns_and_play_reads(examples, 
         NetConfig(head="design", outcome_values=True)
 
 
-def test_outcome_values_loss_by_hand():
-    """A won example is scored on its pills to the end alone; a lost one on its cleared and pills."""
+def won_and_lost_by_hand():
+    """Outputs with outcome values, and a batch of a won and a lost example, worked out on paper."""
     out = outputs_by_hand(
         win_pills=torch.tensor([18.0, 500.0]),
         loss_cleared=torch.tensor([900.0, 4.0]),
         loss_pills=torch.tensor([700.0, 12.0]),
     )
-    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=out.moves)
+    return out, dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=out.moves)
+
+
+def test_outcome_values_loss_by_hand():
+    """A won example is scored on its pills to the end alone; a lost one on its cleared and pills."""
+    out, batch = won_and_lost_by_hand()
     cfg = NetConfig(**TINY, value_weight=0.5)
     terms = loss_terms(out, batch, cfg)
     # won: ((18 - 8) / 100)^2; lost: ((4 - 2) / 100)^2 + ((12 - 2) / 100)^2; the other outcome's outputs unread
@@ -262,12 +267,7 @@ def test_outcome_values_loss_by_hand():
 
 
 def test_the_value_mask_keeps_the_value_terms_to_its_examples():
-    out = outputs_by_hand(
-        win_pills=torch.tensor([18.0, 500.0]),
-        loss_cleared=torch.tensor([900.0, 4.0]),
-        loss_pills=torch.tensor([700.0, 12.0]),
-    )
-    batch = dm_batch(won=[1.0, -1.0], cleared=[5.0, 2.0], duration=[8.0, 2.0], moves=out.moves)
+    out, batch = won_and_lost_by_hand()
     cfg = NetConfig(**TINY, count_error="relative")
     whole = {k: v.item() for k, v in loss_terms(out, batch, cfg).items()}
     one = {k: v.item() for k, v in loss_terms(out, batch._replace(value_mask=torch.tensor([True, False])), cfg).items()}
